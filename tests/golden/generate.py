@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""Generate golden reference fixtures for the `posenc` crate's tests.
+
+Every value is computed by the *reference* implementation, imported from
+Hugging Face `transformers` (and `torch`); nothing that transformers provides is
+re-implemented here.  The only hand-written reference is Transformer-XL's
+`_rel_shift`, which transformers no longer ships (see `xl_rel_shift` below).
+
+Usage, from the repository root, in an environment made from
+tests/golden/requirements.txt (see tests/golden/README.md):
+
+    python tests/golden/generate.py
+
+The script rewrites these files in tests/golden/ (deterministically: running it
+twice with the same package versions produces byte-identical files):
+
+    t5_buckets.json, deberta_buckets.json, alibi_slopes.json, rope.json,
+    xl_rel_shift.json
+
+Floating-point values are float32 tensor elements converted with float(), so
+each JSON number is the exact decimal expansion (shortest repr of the double)
+of an f32 value: parse it as f64 and cast to f32 to recover the bits exactly.
+The Rust tests only read the JSON; they never run Python.
+"""
+
+import copy
+import json
+import os
+import platform
+import sys
+
+import torch
+import transformers
+from transformers import LlamaConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+from transformers.models.deberta_v2.modeling_deberta_v2 import (
+    build_relative_position,
+    make_log_bucket_position,
+)
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+from transformers.models.t5.modeling_t5 import T5Attention
+
+OUT_DIR = os.path.dirname(os.path.abspath(__file__))
+
+GENERATOR = {
+    "transformers": transformers.__version__,
+    "torch": torch.__version__,
+    "python": platform.python_version(),
+}
+
+
+# --------------------------------------------------------------------------
+# Output helpers
+# --------------------------------------------------------------------------
+
+
+def f32_list(t):
+    """A float32 tensor (any shape) as nested lists of exactly-representable floats."""
+    if t.dtype != torch.float32:
+        raise TypeError(f"expected float32, got {t.dtype}")
+    return [f32_list(x) for x in t] if t.dim() > 1 else [float(x) for x in t.tolist()]
+
+
+def int_list(t):
+    if t.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"expected an integer tensor, got {t.dtype}")
+    return t.tolist()
+
+
+def _dump(value):
+    return json.dumps(value, separators=(", ", ": "), allow_nan=False)
+
+
+def write_fixture(name, doc):
+    """Write `doc` as JSON: one top-level key per line, one list element (case) per line."""
+    lines = ["{"]
+    items = list(doc.items())
+    for i, (key, value) in enumerate(items):
+        comma = "," if i + 1 < len(items) else ""
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            lines.append(f"  {json.dumps(key)}: [")
+            for j, elem in enumerate(value):
+                elem_comma = "," if j + 1 < len(value) else ""
+                lines.append(f"    {_dump(elem)}{elem_comma}")
+            lines.append(f"  ]{comma}")
+        else:
+            lines.append(f"  {json.dumps(key)}: {_dump(value)}{comma}")
+    lines.append("}")
+    path = os.path.join(OUT_DIR, name)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+    # Sanity: the file must be valid JSON that round-trips to the same document.
+    with open(path, encoding="utf-8") as f:
+        if json.load(f) != json.loads(json.dumps(doc)):
+            raise AssertionError(f"{name}: JSON round-trip mismatch")
+    print(f"wrote {path}")
+
+
+# --------------------------------------------------------------------------
+# 1. T5 relative position buckets
+# --------------------------------------------------------------------------
+
+
+def t5_buckets():
+    rel = torch.arange(-300, 301, dtype=torch.long)
+    cases = []
+    for num_buckets, max_distance in [(32, 128), (16, 64), (64, 256)]:
+        for bidirectional in [True, False]:
+            bucket = T5Attention._relative_position_bucket(
+                rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+            )
+            cases.append(
+                {
+                    "num_buckets": num_buckets,
+                    "max_distance": max_distance,
+                    "bidirectional": bidirectional,
+                    "relative_position": rel.tolist(),
+                    "bucket": int_list(bucket),
+                }
+            )
+    write_fixture(
+        "t5_buckets.json",
+        {
+            "generator": GENERATOR,
+            "reference": "transformers.models.t5.modeling_t5.T5Attention._relative_position_bucket",
+            # T5Attention.compute_bias: relative_position = memory_position - context_position
+            "convention": "relative_position = key_position - query_position",
+            "cases": cases,
+        },
+    )
+
+
+# --------------------------------------------------------------------------
+# 2. DeBERTa-v2 log buckets and relative position matrices
+# --------------------------------------------------------------------------
+
+
+def deberta_buckets():
+    rel = torch.arange(-1100, 1101, dtype=torch.long)
+    cases = []
+    for bucket_size, max_position in [(256, 512), (64, 128)]:
+        # make_log_bucket_position returns a float tensor; the model converts it
+        # with .to(torch.long) (see build_relative_position), and so do we.
+        bucket = make_log_bucket_position(rel, bucket_size, max_position).to(torch.long)
+        cases.append(
+            {
+                "bucket_size": bucket_size,
+                "max_position": max_position,
+                "relative_position": rel.tolist(),
+                "bucket": int_list(bucket),
+            }
+        )
+
+    matrices = []
+    for query_size, key_size, bucket_size, max_position in [(5, 7, 4, 8), (6, 6, -1, -1)]:
+        # build_relative_position only reads .size(-2) and .device of its tensor
+        # arguments, so zero tensors of shape (size, 1) stand in for query/key layers.
+        query_layer = torch.zeros(query_size, 1)
+        key_layer = torch.zeros(key_size, 1)
+        m = build_relative_position(query_layer, key_layer, bucket_size=bucket_size, max_position=max_position)
+        if tuple(m.shape) != (1, query_size, key_size):
+            raise AssertionError(f"unexpected shape {tuple(m.shape)}")
+        matrices.append(
+            {
+                "query_size": query_size,
+                "key_size": key_size,
+                "bucket_size": bucket_size,
+                "max_position": max_position,
+                "matrix": int_list(m[0]),
+            }
+        )
+
+    write_fixture(
+        "deberta_buckets.json",
+        {
+            "generator": GENERATOR,
+            "reference": "transformers.models.deberta_v2.modeling_deberta_v2."
+            "make_log_bucket_position(...).to(torch.long) and build_relative_position",
+            "convention": "relative_position = query_position - key_position",
+            "cases": cases,
+            "relative_position_matrices": matrices,
+        },
+    )
+
+
+# --------------------------------------------------------------------------
+# 3. ALiBi slopes (Bloom)
+# --------------------------------------------------------------------------
+
+
+def bloom_alibi(num_heads, seq_len):
+    """Bloom's alibi for batch 1 and an all-ones mask: float32 tensor (num_heads, seq_len)."""
+    mask = torch.ones(1, seq_len, dtype=torch.long)
+    alibi = build_alibi_tensor(mask, num_heads, torch.float32)  # (num_heads, 1, seq_len)
+    return alibi.reshape(num_heads, seq_len)
+
+
+def alibi_slopes():
+    cases = []
+    for heads in [1, 2, 3, 6, 8, 12, 20, 40]:
+        alibi = bloom_alibi(heads, 8)
+        # With an all-ones mask, Bloom's alibi is slope * key_position (key
+        # positions 0..seq_len-1, from cumsum(mask) - 1), so the column at key
+        # position 1 is exactly slope * 1 = slope (float32, no rounding).
+        slopes = alibi[:, 1]
+        # Every column must be slope * position in float32 (checks the reading above).
+        positions = torch.arange(8, dtype=torch.float32)
+        if not torch.equal(alibi, slopes[:, None] * positions[None, :]):
+            raise AssertionError("alibi is not slope * key_position")
+        cases.append({"heads": heads, "slopes": f32_list(slopes)})
+
+    rows = []
+    for heads in [12, 6]:
+        alibi = bloom_alibi(heads, 8)
+        rows.append({"heads": heads, "key_positions": list(range(8)), "alibi": f32_list(alibi)})
+
+    write_fixture(
+        "alibi_slopes.json",
+        {
+            "generator": GENERATOR,
+            "reference": "transformers.models.bloom.modeling_bloom.build_alibi_tensor"
+            "(torch.ones(1, 8, dtype=torch.long), heads, torch.float32)",
+            "slopes_from": "alibi value at key position 1 (= slope * 1), per head",
+            "cases": cases,
+            "bloom_alibi": rows,
+        },
+    )
+
+
+# --------------------------------------------------------------------------
+# 4. RoPE inverse frequencies
+# --------------------------------------------------------------------------
+
+NUM_HEADS = 4  # arbitrary; head_dim is set explicitly, hidden_size = head_dim * NUM_HEADS
+
+
+def rope_case(name, rope_type, dim, base, max_position_embeddings, params, seq_len=None):
+    """Build a LlamaConfig exactly from (rope_type, base, dim, max_position_embeddings, params)
+    and call the transformers RoPE init function for `rope_type`."""
+    rope_parameters = {"rope_type": rope_type, "rope_theta": base, **copy.deepcopy(params)}
+    config = LlamaConfig(
+        hidden_size=dim * NUM_HEADS,
+        num_attention_heads=NUM_HEADS,
+        head_dim=dim,
+        max_position_embeddings=max_position_embeddings,
+        rope_parameters=rope_parameters,
+    )
+    if rope_type == "default":
+        # transformers 5 has no "default" entry in ROPE_INIT_FUNCTIONS: each model's
+        # RotaryEmbedding computes it in its compute_default_rope_parameters.
+        fn = LlamaRotaryEmbedding.compute_default_rope_parameters
+        fn_name = "transformers.models.llama.modeling_llama.LlamaRotaryEmbedding.compute_default_rope_parameters"
+        inv_freq, attention_factor = fn(config, device=None, seq_len=seq_len)
+    else:
+        fn = ROPE_INIT_FUNCTIONS[rope_type]
+        fn_name = f"transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS[{rope_type!r}] ({fn.__name__})"
+        inv_freq, attention_factor = fn(config, None, seq_len=seq_len)
+    if inv_freq.shape != (dim // 2,):
+        raise AssertionError(f"{name}: unexpected inv_freq shape {tuple(inv_freq.shape)}")
+
+    case = {
+        "name": name,
+        "rope_type": rope_type,
+        "dim": dim,
+        "base": float(base),
+        "max_position_embeddings": max_position_embeddings,
+        "params": params,
+        "seq_len": seq_len,
+        "reference": fn_name,
+        # config.rope_parameters after transformers' standardize_rope_params(), i.e.
+        # exactly the dict the init function read (for documentation / debugging).
+        "hf_rope_parameters": dict(config.rope_parameters),
+    }
+    if rope_type == "yarn":
+        # transformers 5.x: _compute_yarn_parameters uses rope_parameters["factor"] as
+        # given, and only when it is None falls back to
+        # max_position_embeddings / original_max_position_embeddings.
+        f = config.rope_parameters["factor"]
+        if f is None:
+            f = config.max_position_embeddings / config.rope_parameters["original_max_position_embeddings"]
+        case["effective_factor"] = float(f)
+    if rope_type == "dynamic":
+        # _compute_dynamic_ntk_parameters: seq_len None -> max_position_embeddings,
+        # otherwise max(seq_len, max_position_embeddings).
+        case["effective_seq_len"] = max(seq_len or 0, max_position_embeddings)
+    case["inv_freq"] = f32_list(inv_freq)
+    case["attention_factor"] = float(attention_factor)
+    return case
+
+
+def rope():
+    cases = [
+        # default
+        rope_case("default_d64_b1e4", "default", 64, 10000.0, 2048, {}),
+        rope_case("default_d128_b5e5", "default", 128, 500000.0, 8192, {}),
+        rope_case("default_d8_b1e4", "default", 8, 10000.0, 2048, {}),
+        # linear (position interpolation)
+        rope_case("linear_f2", "linear", 64, 10000.0, 2048, {"factor": 2.0}),
+        rope_case("linear_f4", "linear", 64, 10000.0, 2048, {"factor": 4.0}),
+    ]
+    # dynamic NTK
+    for seq_len in [None, 1024, 2048, 3000, 4096, 8192]:
+        cases.append(
+            rope_case(
+                f"dynamic_f2_seq{seq_len if seq_len is not None else 'none'}",
+                "dynamic",
+                64,
+                10000.0,
+                2048,
+                {"factor": 2.0},
+                seq_len=seq_len,
+            )
+        )
+    # YaRN
+    cases += [
+        rope_case(
+            "yarn_a_f4_defaults",
+            "yarn",
+            64,
+            10000.0,
+            8192,
+            {"factor": 4.0, "original_max_position_embeddings": 2048},
+        ),
+        rope_case(
+            "yarn_b_f4_beta16_2",
+            "yarn",
+            64,
+            10000.0,
+            8192,
+            {"factor": 4.0, "original_max_position_embeddings": 2048, "beta_fast": 16, "beta_slow": 2},
+        ),
+        rope_case(
+            "yarn_c_f8_mscale1_1_deepseek",
+            "yarn",
+            64,
+            10000.0,
+            32768,
+            {
+                "factor": 8.0,
+                "original_max_position_embeddings": 4096,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+        ),
+        rope_case(
+            "yarn_c2_f40_mscale1_0707",
+            "yarn",
+            64,
+            10000.0,
+            163840,
+            {
+                "factor": 40.0,
+                "original_max_position_embeddings": 4096,
+                "mscale": 1.0,
+                "mscale_all_dim": 0.707,
+                "beta_fast": 32,
+                "beta_slow": 1,
+            },
+        ),
+        rope_case(
+            "yarn_d_f4_attention_factor_1.5",
+            "yarn",
+            64,
+            10000.0,
+            8192,
+            {"factor": 4.0, "original_max_position_embeddings": 2048, "attention_factor": 1.5},
+        ),
+        rope_case(
+            "yarn_e_f4_truncate_false",
+            "yarn",
+            64,
+            10000.0,
+            8192,
+            {"factor": 4.0, "original_max_position_embeddings": 2048, "truncate": False},
+        ),
+        # factor mismatching max_position_embeddings / original: the explicit factor wins.
+        rope_case(
+            "yarn_g_f4_max16384_explicit_factor_wins",
+            "yarn",
+            64,
+            10000.0,
+            16384,
+            {"factor": 4.0, "original_max_position_embeddings": 2048},
+        ),
+        # factor None: transformers falls back to max_position_embeddings / original.
+        rope_case(
+            "yarn_h_factor_none_implicit_8",
+            "yarn",
+            64,
+            10000.0,
+            16384,
+            {"factor": None, "original_max_position_embeddings": 2048},
+        ),
+        # Qwen2.5-style long context
+        rope_case(
+            "yarn_f_qwen_f4_d128_b1e6",
+            "yarn",
+            128,
+            1000000.0,
+            131072,
+            {"factor": 4.0, "original_max_position_embeddings": 32768},
+        ),
+    ]
+    # Llama 3.x
+    cases += [
+        rope_case(
+            "llama3_1_f8_d128",
+            "llama3",
+            128,
+            500000.0,
+            131072,
+            {
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        ),
+        rope_case(
+            "llama3_2_f32_d64",
+            "llama3",
+            64,
+            500000.0,
+            131072,
+            {
+                "factor": 32.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        ),
+    ]
+    names = [c["name"] for c in cases]
+    if len(set(names)) != len(names):
+        raise AssertionError("duplicate case names")
+    write_fixture(
+        "rope.json",
+        {
+            "generator": GENERATOR,
+            "config": "transformers.LlamaConfig(hidden_size=dim*4, num_attention_heads=4, head_dim=dim, "
+            "max_position_embeddings=max_position_embeddings, rope_parameters={'rope_type': rope_type, "
+            "'rope_theta': base, **params}); partial_rotary_factor 1.0",
+            "call": "ROPE_INIT_FUNCTIONS[rope_type](config, None, seq_len=seq_len) (for 'default': "
+            "LlamaRotaryEmbedding.compute_default_rope_parameters(config, seq_len=seq_len)); "
+            "inv_freq has dim/2 float32 entries, attention_factor is a Python float",
+            "cases": cases,
+        },
+    )
+
+
+# --------------------------------------------------------------------------
+# 5. Transformer-XL relative shift
+# --------------------------------------------------------------------------
+
+
+def xl_rel_shift(x):
+    """2-D version of `_rel_shift` from kimiyoung/transformer-xl, pytorch/mem_transformer.py
+    (RelMultiHeadAttn._rel_shift, zero_triu=False), which works on (qlen, klen, bsz, n_head);
+    here x is (qlen, klen). Not part of transformers, hence written out here."""
+    zero_pad = torch.zeros((x.size(0), 1), device=x.device, dtype=x.dtype)
+    x_padded = torch.cat([zero_pad, x], dim=1)
+    x_padded = x_padded.view(x.size(1) + 1, x.size(0))
+    return x_padded[1:].view_as(x)
+
+
+def xl_rel_shift_fixture():
+    cases = []
+    for qlen, klen in [(3, 5), (4, 4)]:
+        i = torch.arange(qlen, dtype=torch.float32)[:, None]
+        j = torch.arange(klen, dtype=torch.float32)[None, :]
+        x = 10 * i + j + 1
+        cases.append({"qlen": qlen, "klen": klen, "x": f32_list(x), "shifted": f32_list(xl_rel_shift(x))})
+    write_fixture(
+        "xl_rel_shift.json",
+        {
+            "generator": GENERATOR,
+            "reference": "kimiyoung/transformer-xl pytorch/mem_transformer.py RelMultiHeadAttn._rel_shift "
+            "(zero_triu=False), reduced to 2-D (qlen, klen): pad a zero column on the left of dim 1, "
+            "view as (klen+1, qlen), drop the first row, view back as (qlen, klen)",
+            "input": "x[i][j] = 10*i + j + 1 (float32)",
+            "cases": cases,
+        },
+    )
+
+
+def main():
+    torch.use_deterministic_algorithms(True)
+    print(f"generator: {GENERATOR}", file=sys.stderr)
+    t5_buckets()
+    deberta_buckets()
+    alibi_slopes()
+    rope()
+    xl_rel_shift_fixture()
+
+
+if __name__ == "__main__":
+    main()
