@@ -1,0 +1,272 @@
+//! `posenc`: inspect position encodings from the command line.
+//!
+//! ```text
+//! posenc dump t5-bucket --num-buckets 32 --max-distance 128 --min -20 --max 20
+//! posenc dump rope-freqs --dim 64 --base 10000 --scaling yarn --factor 4 --original-max 2048
+//! ```
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use posenc::dump::{self, Dump};
+use posenc::encodings::rope::{
+    RopeScaling, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, YARN_BETA_FAST, YARN_BETA_SLOW,
+};
+use posenc::encodings::sinusoidal::SinusoidalLayout;
+
+/// Positional encodings for Transformers: inspect, train, evaluate.
+#[derive(Parser)]
+#[command(name = "posenc", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a scheme's position object as JSON (default) or CSV.
+    Dump {
+        #[command(subcommand)]
+        what: DumpWhat,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Json, global = true)]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Json,
+    Csv,
+}
+
+#[derive(Subcommand)]
+enum DumpWhat {
+    /// T5 buckets of relative positions (key - query, the HF convention).
+    T5Bucket {
+        /// Number of buckets (T5: 32).
+        #[arg(long, default_value_t = 32)]
+        num_buckets: usize,
+        /// Distance where the last bucket starts (T5: 128).
+        #[arg(long, default_value_t = 128)]
+        max_distance: usize,
+        /// Decoder (causal) buckets instead of encoder (bidirectional) ones.
+        #[arg(long)]
+        causal: bool,
+        /// First relative position.
+        #[arg(long, allow_hyphen_values = true, default_value_t = -300)]
+        min: i64,
+        /// Last relative position.
+        #[arg(long, allow_hyphen_values = true, default_value_t = 300)]
+        max: i64,
+    },
+    /// DeBERTa log buckets of relative positions (query - key, the HF convention).
+    DebertaBucket {
+        /// `position_buckets` (DeBERTa-v3: 256).
+        #[arg(long, default_value_t = 256)]
+        bucket_size: usize,
+        /// `max_relative_positions` (DeBERTa-v3: 512).
+        #[arg(long, default_value_t = 512)]
+        max_position: usize,
+        /// First relative position.
+        #[arg(long, allow_hyphen_values = true, default_value_t = -1100)]
+        min: i64,
+        /// Last relative position.
+        #[arg(long, allow_hyphen_values = true, default_value_t = 1100)]
+        max: i64,
+    },
+    /// ALiBi slopes.
+    AlibiSlopes {
+        /// Number of heads.
+        #[arg(long)]
+        heads: usize,
+    },
+    /// RoPE inverse frequencies and attention factor (defaults as Hugging Face).
+    RopeFreqs(RopeArgs),
+    /// The sinusoidal table for positions 0..N.
+    Sinusoidal {
+        /// Number of positions.
+        #[arg(long)]
+        positions: usize,
+        /// Width (even).
+        #[arg(long)]
+        dim: usize,
+        /// Frequency base.
+        #[arg(long, default_value_t = 10_000.0)]
+        base: f64,
+        /// Feature layout.
+        #[arg(long, value_enum, default_value_t = Layout::Interleaved)]
+        layout: Layout,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Layout {
+    Interleaved,
+    Concatenated,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Scaling {
+    Linear,
+    Ntk,
+    Dynamic,
+    Yarn,
+    Llama3,
+}
+
+#[derive(Args)]
+struct RopeArgs {
+    /// Rotary dimension (even).
+    #[arg(long)]
+    dim: usize,
+    /// Frequency base (rope_theta).
+    #[arg(long, default_value_t = 10_000.0)]
+    base: f64,
+    /// Context-extension scaling; none if absent.
+    #[arg(long, value_enum)]
+    scaling: Option<Scaling>,
+    /// Scaling factor s (required with --scaling; for yarn, defaults to
+    /// max-position / original-max as in HF when omitted).
+    #[arg(long)]
+    factor: Option<f64>,
+    /// Training context L (original_max_position_embeddings); default: --max-position
+    /// (llama3: 8192).
+    #[arg(long)]
+    original_max: Option<usize>,
+    /// max_position_embeddings (HF LlamaConfig default 2048).
+    #[arg(long, default_value_t = 2048)]
+    max_position: usize,
+    /// Current sequence length (dynamic only).
+    #[arg(long)]
+    seq_len: Option<usize>,
+    /// YaRN beta_fast.
+    #[arg(long, default_value_t = YARN_BETA_FAST)]
+    beta_fast: f64,
+    /// YaRN beta_slow.
+    #[arg(long, default_value_t = YARN_BETA_SLOW)]
+    beta_slow: f64,
+    /// Llama3 low_freq_factor.
+    #[arg(long, default_value_t = LLAMA3_LOW_FREQ_FACTOR)]
+    low_freq_factor: f64,
+    /// Llama3 high_freq_factor.
+    #[arg(long, default_value_t = LLAMA3_HIGH_FREQ_FACTOR)]
+    high_freq_factor: f64,
+}
+
+impl RopeArgs {
+    fn scaling(&self) -> Result<RopeScaling, String> {
+        let Some(kind) = self.scaling else {
+            return Ok(RopeScaling::None);
+        };
+        let require_factor = || {
+            self.factor
+                .ok_or_else(|| "--factor is required with --scaling".to_string())
+        };
+        Ok(match kind {
+            Scaling::Linear => RopeScaling::Linear {
+                factor: require_factor()?,
+            },
+            Scaling::Ntk => RopeScaling::NtkAware {
+                factor: require_factor()?,
+            },
+            Scaling::Dynamic => RopeScaling::Dynamic {
+                factor: require_factor()?,
+                original_max: self.original_max.unwrap_or(self.max_position),
+            },
+            Scaling::Yarn => {
+                let original_max = self.original_max.unwrap_or(self.max_position);
+                let factor = self
+                    .factor
+                    .unwrap_or(self.max_position as f64 / original_max.max(1) as f64);
+                RopeScaling::Yarn {
+                    factor,
+                    original_max,
+                    beta_fast: self.beta_fast,
+                    beta_slow: self.beta_slow,
+                    mscale: None,
+                    mscale_all_dim: None,
+                    attention_factor: None,
+                    truncate: true,
+                }
+            }
+            Scaling::Llama3 => RopeScaling::Llama3 {
+                factor: require_factor()?,
+                original_max: self.original_max.unwrap_or(8192),
+                low_freq_factor: self.low_freq_factor,
+                high_freq_factor: self.high_freq_factor,
+            },
+        })
+    }
+}
+
+fn run(cli: Cli) -> Result<String, String> {
+    let Command::Dump { what, format } = cli.command;
+    let err = |e: posenc::Error| e.to_string();
+    let dump: Dump = match what {
+        DumpWhat::T5Bucket {
+            num_buckets,
+            max_distance,
+            causal,
+            min,
+            max,
+        } => dump::t5_buckets(num_buckets, max_distance, causal, min, max).map_err(err)?,
+        DumpWhat::DebertaBucket {
+            bucket_size,
+            max_position,
+            min,
+            max,
+        } => dump::deberta_buckets(bucket_size, max_position, min, max).map_err(err)?,
+        DumpWhat::AlibiSlopes { heads } => dump::alibi(heads).map_err(err)?,
+        DumpWhat::RopeFreqs(args) => {
+            let scaling = args.scaling()?;
+            dump::rope_frequencies(args.dim, args.base, scaling, args.seq_len).map_err(err)?
+        }
+        DumpWhat::Sinusoidal {
+            positions,
+            dim,
+            base,
+            layout,
+        } => {
+            let layout = match layout {
+                Layout::Interleaved => SinusoidalLayout::Interleaved,
+                Layout::Concatenated => SinusoidalLayout::Concatenated,
+            };
+            dump::sinusoidal(positions, dim, base, layout).map_err(err)?
+        }
+    };
+    Ok(match format {
+        Format::Json => dump.to_json().to_string(),
+        Format::Csv => dump.to_csv().trim_end().to_string(),
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            print!("{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let rendered = e.to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            eprintln!(
+                "error: {} (see --help)",
+                first.trim_start_matches("error: ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
+        Ok(out) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! Position-only objects, one module per family: they depend on positions and
+//! hyper-parameters, never on content. Each type also implements
+//! [`PositionScheme`](crate::attention::PositionScheme), its application to attention.
+//!
+//! | module | scheme | application |
+//! |---|---|---|
+//! | [`sinusoidal`] | Vaswani et al. 2017, sinusoidal absolute | added to the input |
+//! | [`learned`] | learned absolute (BERT, GPT-2) | added to the input |
+//! | [`shaw`] | Shaw et al. 2018, clipped relative keys and values | relative vectors |
+//! | [`xl`] | Transformer-XL / XLNet, $u$, $v$, `rel_shift` | relative vectors |
+//! | [`t5`] | T5 bucketed bias | score bias |
+//! | [`deberta`] | DeBERTa c2p + p2c, log buckets | relative vectors |
+//! | [`tupe`] | TUPE, untied positional term | score term + bias |
+//! | [`rope`] | RoPE, both layouts, PI / NTK / dynamic / YaRN / Llama3 | rotate q, k |
+//! | [`alibi`] | ALiBi | score bias |
+//! | [`xpos`] | xPos | rotate and scale q, k |
+//! | [`kerple`] | Kerple (log, power) | score bias |
+//! | [`fire`] | FIRE | score bias |
+//! | [`nope`] | NoPE | nothing |
+
+pub mod alibi;
+pub mod deberta;
+pub mod fire;
+pub mod kerple;
+pub mod learned;
+pub mod nope;
+pub mod rope;
+pub mod shaw;
+pub mod sinusoidal;
+pub mod t5;
+pub mod tupe;
+pub mod xl;
+pub mod xpos;

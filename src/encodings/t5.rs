@@ -1,0 +1,312 @@
+//! # T5 relative position bias
+//!
+//! Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified Text-to-Text
+//! Transformer" (<https://arxiv.org/abs/1910.10683>), §2.1; reference code: Hugging Face
+//! `T5Attention._relative_position_bucket`.
+//!
+//! T5 adds to each attention logit a learned scalar per head that depends only on the
+//! relative position $r = j - i$ (key minus query, the HF convention), after mapping $r$ to
+//! one of a few buckets: small distances get a bucket each, larger ones share buckets whose
+//! widths grow logarithmically up to `max_distance`, and everything beyond shares the last
+//! bucket. Bidirectional attention spends half the buckets on each sign.
+//!
+//! With $n$ buckets (halved to $n' = n/2$ and offset by $n'$ for $r > 0$ when bidirectional;
+//! causal attention uses $a = \max(-r, 0)$, bidirectional $a = |r|$), $e = n'/2$ exact buckets:
+//!
+//! $$ \text{bucket}(a) = \begin{cases} a & a < e \\
+//!   \min\!\Big(n'-1,\; e + \big\lfloor \frac{\ln(a/e)}{\ln(\text{max\_distance}/e)}\,(n'-e)
+//!   \big\rfloor\Big) & a \ge e \end{cases} $$
+//!
+//! and the score bias is $b_{ij} = B[\text{bucket}(j - i), h]$ for a table
+//! $B \in \mathbb{R}^{n \times H}$. The logarithm is computed in `f32` as the reference does, so
+//! buckets agree exactly.
+
+use ndarray::{Array2, Array3};
+use ndarray_rand::rand::SeedableRng;
+use ndarray_rand::rand_distr::Normal;
+use ndarray_rand::RandomExt;
+use serde::{Deserialize, Serialize};
+
+use crate::attention::{query_position, PositionScheme};
+use crate::error::{ensure, ensure_shape, invalid, Result};
+
+/// Bucket hyper-parameters of T5, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct T5Buckets {
+    /// Number of buckets $n$ (T5 default 32). Bidirectional: even and at least 4.
+    pub num_buckets: usize,
+    /// Distance at which the last bucket starts (T5 default 128); above the exact range.
+    pub max_distance: usize,
+    /// Encoder (both signs) or decoder (causal, only $r \le 0$ matters).
+    pub bidirectional: bool,
+}
+
+impl T5Buckets {
+    /// Validates the parameters.
+    ///
+    /// # Errors
+    /// `num_buckets` below 2 (causal) or odd / below 4 (bidirectional); `max_distance` not
+    /// above the number of exact buckets.
+    pub fn new(num_buckets: usize, max_distance: usize, bidirectional: bool) -> Result<Self> {
+        if bidirectional {
+            ensure(
+                num_buckets >= 4 && num_buckets % 2 == 0,
+                "num_buckets",
+                num_buckets,
+                "an even number >= 4 for bidirectional attention (half the buckets per sign)",
+            )?;
+        } else {
+            ensure(num_buckets >= 2, "num_buckets", num_buckets, "at least 2")?;
+        }
+        let buckets = Self {
+            num_buckets,
+            max_distance,
+            bidirectional,
+        };
+        let exact = buckets.max_exact();
+        if max_distance <= exact {
+            return Err(invalid(
+                "max_distance",
+                max_distance,
+                format!("above the exact range, i.e. > {exact} for num_buckets = {num_buckets}"),
+            ));
+        }
+        Ok(buckets)
+    }
+
+    /// Buckets per sign, $n' = n/2$ if bidirectional else $n$.
+    pub fn buckets_per_sign(&self) -> usize {
+        if self.bidirectional {
+            self.num_buckets / 2
+        } else {
+            self.num_buckets
+        }
+    }
+
+    /// Number of exact (one distance each) buckets, $e = n'/2$.
+    pub fn max_exact(&self) -> usize {
+        self.buckets_per_sign() / 2
+    }
+
+    /// The bucket of relative position $r$ = key − query.
+    pub fn bucket(&self, relative_position: i64) -> usize {
+        let n = self.buckets_per_sign();
+        let (offset, distance) = if self.bidirectional {
+            // r > 0 -> upper half
+            let offset = if relative_position > 0 { n } else { 0 };
+            (offset, relative_position.unsigned_abs())
+        } else {
+            // only the past counts: a = max(-r, 0)
+            (0, (-relative_position.min(0)) as u64)
+        };
+        let exact = self.max_exact() as u64;
+        if distance < exact {
+            return offset + distance as usize;
+        }
+        // e + ln(a/e) / ln(max_distance/e) * (n'-e), in f32 as torch computes it
+        let log_ratio = (distance as f32 / exact as f32).ln();
+        let log_range = (self.max_distance as f64 / exact as f64).ln() as f32;
+        let large = exact as f32 + log_ratio / log_range * (n - exact as usize) as f32;
+        // truncation toward zero as `.to(torch.long)`, then clip to the last bucket
+        let large = (large as i64).min(n as i64 - 1) as usize;
+        offset + large
+    }
+}
+
+/// `_relative_position_bucket` of Hugging Face's T5, for one relative position
+/// (key − query).
+///
+/// # Errors
+/// As [`T5Buckets::new`].
+///
+/// # Examples
+/// ```
+/// use posenc::prelude::*;
+/// assert_eq!(relative_position_bucket(-3, true, 32, 128)?, 3);
+/// assert_eq!(relative_position_bucket(3, true, 32, 128)?, 19);
+/// assert_eq!(relative_position_bucket(-1000, true, 32, 128)?, 15);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn relative_position_bucket(
+    relative_position: i64,
+    bidirectional: bool,
+    num_buckets: usize,
+    max_distance: usize,
+) -> Result<usize> {
+    Ok(T5Buckets::new(num_buckets, max_distance, bidirectional)?.bucket(relative_position))
+}
+
+/// The T5 bias: buckets plus a table of one learned scalar per bucket and head.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct T5Bias {
+    /// Bucket hyper-parameters.
+    pub buckets: T5Buckets,
+    /// $B$, `[num_buckets, heads]`.
+    pub table: Array2<f32>,
+}
+
+impl T5Bias {
+    /// A bias with a table drawn from $\mathcal N(0, 1)$ with `seed`.
+    ///
+    /// # Errors
+    /// As [`T5Buckets::new`], and `heads == 0`.
+    pub fn new(
+        num_buckets: usize,
+        max_distance: usize,
+        bidirectional: bool,
+        heads: usize,
+        seed: u64,
+    ) -> Result<Self> {
+        ensure(heads >= 1, "heads", heads, "at least 1")?;
+        let buckets = T5Buckets::new(num_buckets, max_distance, bidirectional)?;
+        let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
+        let normal = Normal::new(0.0f32, 1.0).map_err(|e| invalid("std", 1.0, e.to_string()))?;
+        let table = Array2::random_using((num_buckets, heads), normal, &mut rng);
+        Ok(Self { buckets, table })
+    }
+
+    /// A bias with a given table `[num_buckets, heads]`.
+    ///
+    /// # Errors
+    /// When the table's rows differ from `buckets.num_buckets` or it has no column.
+    pub fn from_table(buckets: T5Buckets, table: Array2<f32>) -> Result<Self> {
+        ensure(table.ncols() >= 1, "heads", table.ncols(), "at least 1")?;
+        ensure_shape(
+            "T5 bias table rows",
+            &[buckets.num_buckets],
+            &[table.nrows()],
+        )?;
+        Ok(Self { buckets, table })
+    }
+
+    /// Number of heads $H$.
+    pub fn heads(&self) -> usize {
+        self.table.ncols()
+    }
+
+    /// Bucket indices `[Lq, Lk]` for queries at the last `lq` of `lk` positions.
+    pub fn bucket_matrix(&self, lq: usize, lk: usize) -> Array2<usize> {
+        Array2::from_shape_fn((lq, lk), |(i, j)| {
+            // r = key - query
+            let r = j as i64 - query_position(i, lq, lk) as i64;
+            self.buckets.bucket(r)
+        })
+    }
+
+    /// $b_{ij} = B[\text{bucket}(j - i), h]$, `[Lq, Lk]`.
+    ///
+    /// # Errors
+    /// When `head` is out of range or `lq > lk`.
+    pub fn bias(&self, head: usize, lq: usize, lk: usize) -> Result<Array2<f32>> {
+        self.check(head, lq, lk)?;
+        Ok(self.bucket_matrix(lq, lk).mapv(|b| self.table[[b, head]]))
+    }
+
+    /// The bias of every head, `[H, Lq, Lk]` (as Hugging Face's `compute_bias`, without
+    /// its batch axis).
+    ///
+    /// # Errors
+    /// When `lq > lk`.
+    pub fn bias_all_heads(&self, lq: usize, lk: usize) -> Result<Array3<f32>> {
+        self.check(0, lq, lk)?;
+        let buckets = self.bucket_matrix(lq, lk);
+        Ok(Array3::from_shape_fn(
+            (self.heads(), lq, lk),
+            |(h, i, j)| self.table[[buckets[[i, j]], h]],
+        ))
+    }
+
+    fn check(&self, head: usize, lq: usize, lk: usize) -> Result<()> {
+        ensure(
+            head < self.heads(),
+            "head",
+            head,
+            &format!("0..{} (the table has {} heads)", self.heads(), self.heads()),
+        )?;
+        ensure(
+            lq <= lk,
+            "Lq",
+            lq,
+            "at most Lk (queries are the last Lq positions)",
+        )
+    }
+}
+
+impl PositionScheme for T5Bias {
+    fn name(&self) -> String {
+        "t5".into()
+    }
+
+    fn score_bias(&self, head: usize, lq: usize, lk: usize) -> Result<Option<Array2<f32>>> {
+        self.bias(head, lq, lk).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn small_distances_get_their_own_bucket() {
+        let b = T5Buckets::new(32, 128, true).unwrap();
+        for r in 0..8 {
+            assert_eq!(b.bucket(-r), r as usize);
+        }
+        assert_eq!(b.bucket(1), 17);
+        let causal = T5Buckets::new(32, 128, false).unwrap();
+        for r in 0..16 {
+            assert_eq!(causal.bucket(-r), r as usize);
+        }
+        // the future is bucket 0 for a decoder
+        assert_eq!(causal.bucket(5), 0);
+        assert_eq!(causal.bucket(-1000), 31);
+    }
+
+    #[test]
+    fn invalid_parameters_are_errors() {
+        assert!(T5Buckets::new(1, 128, false).is_err());
+        assert!(T5Buckets::new(31, 128, true).is_err());
+        assert!(T5Buckets::new(2, 128, true).is_err());
+        // exact range of (32, bidirectional) is 8: max_distance must exceed it
+        let e = T5Buckets::new(32, 8, true).unwrap_err();
+        assert!(e.to_string().contains("> 8"), "{e}");
+        assert!(T5Buckets::new(32, 9, true).is_ok());
+        assert!(T5Bias::new(32, 128, true, 0, 0).is_err());
+        let bias = T5Bias::new(32, 128, true, 2, 0).unwrap();
+        assert!(bias.bias(2, 3, 3).is_err());
+        assert!(bias.bias(0, 4, 3).is_err());
+        assert!(T5Bias::from_table(bias.buckets, Array2::zeros((31, 2))).is_err());
+    }
+
+    #[test]
+    fn bias_reads_the_table_at_the_bucket() {
+        let buckets = T5Buckets::new(8, 16, true).unwrap();
+        let table = Array2::from_shape_fn((8, 2), |(b, h)| (10 * h + b) as f32);
+        let t5 = T5Bias::from_table(buckets, table).unwrap();
+        let bias = t5.bias(1, 3, 3).unwrap();
+        assert_eq!(bias[[2, 0]], 10.0 + buckets.bucket(-2) as f32);
+        assert_eq!(bias[[0, 2]], 10.0 + buckets.bucket(2) as f32);
+        let all = t5.bias_all_heads(3, 3).unwrap();
+        assert_eq!(all.index_axis(ndarray::Axis(0), 1), bias);
+    }
+
+    proptest! {
+        #[test]
+        fn buckets_are_monotone_in_distance_and_in_range(
+            (nb, md) in prop_oneof![Just((32usize, 128usize)), Just((16, 64)), Just((64, 256)), Just((8, 20))],
+            bidirectional in any::<bool>(),
+            a in 0i64..5000,
+        ) {
+            let b = T5Buckets::new(nb, md, bidirectional).unwrap();
+            for sign in [-1i64, 1] {
+                let here = b.bucket(sign * a);
+                let next = b.bucket(sign * (a + 1));
+                prop_assert!(here < nb && next < nb);
+                if sign < 0 || bidirectional {
+                    prop_assert!(next >= here, "r={} -> {}, next {}", sign * a, here, next);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The one error type of the crate. Every public function validates its input and returns
+//! [`Error`] instead of panicking; the message says what was wrong and what is allowed.
+
+use std::fmt;
+
+/// Everything that can go wrong when building or applying a position encoding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// A hyper-parameter outside its allowed range, e.g. an odd RoPE dimension.
+    InvalidParameter {
+        /// The parameter's name as it appears in the config struct or on the command line.
+        name: &'static str,
+        /// The value that was given, formatted.
+        value: String,
+        /// What would have been accepted.
+        allowed: String,
+    },
+    /// Arrays whose shapes do not fit together.
+    ShapeMismatch {
+        /// What was being computed.
+        context: &'static str,
+        /// The shape that was expected.
+        expected: String,
+        /// The shape that was found.
+        found: String,
+    },
+    /// A position that a finite table does not cover (e.g. a learned table of 512 rows).
+    PositionOutOfRange {
+        /// What was being looked up.
+        context: &'static str,
+        /// The position asked for.
+        position: usize,
+        /// The number of positions the table covers (valid positions are `0..len`).
+        len: usize,
+    },
+    /// Reading or writing a file failed, or its content could not be parsed.
+    Io(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidParameter {
+                name,
+                value,
+                allowed,
+            } => write!(f, "invalid {name} = {value}: allowed is {allowed}"),
+            Error::ShapeMismatch {
+                context,
+                expected,
+                found,
+            } => write!(f, "shape mismatch in {context}: expected {expected}, found {found}"),
+            Error::PositionOutOfRange {
+                context,
+                position,
+                len,
+            } => write!(
+                f,
+                "position {position} is out of range for {context}: it covers positions 0..{len} (0 to {})",
+                len.saturating_sub(1)
+            ),
+            Error::Io(message) => write!(f, "{message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// `Result` with the crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Builds an [`Error::InvalidParameter`].
+pub(crate) fn invalid(
+    name: &'static str,
+    value: impl fmt::Display,
+    allowed: impl Into<String>,
+) -> Error {
+    Error::InvalidParameter {
+        name,
+        value: value.to_string(),
+        allowed: allowed.into(),
+    }
+}
+
+/// Fails with [`Error::InvalidParameter`] unless `ok`.
+pub(crate) fn ensure(
+    ok: bool,
+    name: &'static str,
+    value: impl fmt::Display,
+    allowed: &str,
+) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(name, value, allowed))
+    }
+}
+
+/// Fails with [`Error::ShapeMismatch`] unless `expected == found`.
+pub(crate) fn ensure_shape(
+    context: &'static str,
+    expected: &[usize],
+    found: &[usize],
+) -> Result<()> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch {
+            context,
+            expected: format!("{expected:?}"),
+            found: format!("{found:?}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_say_what_is_allowed() {
+        let e = invalid("dim", 7, "an even number >= 2");
+        assert_eq!(
+            e.to_string(),
+            "invalid dim = 7: allowed is an even number >= 2"
+        );
+        let e = Error::PositionOutOfRange {
+            context: "learned table",
+            position: 600,
+            len: 512,
+        };
+        assert!(e.to_string().contains("0 to 511"));
+        assert!(ensure_shape("q", &[2, 3], &[2, 4])
+            .unwrap_err()
+            .to_string()
+            .contains("[2, 4]"));
+    }
+}

@@ -1,0 +1,60 @@
+//! # posenc — positional encodings for Transformers
+//!
+//! Every position scheme of the Transformer literature written once, on [`ndarray`], exact to
+//! the reference implementations (Hugging Face transformers, the papers' code) and checked
+//! against golden values generated from them.
+//!
+//! Almost every scheme splits into
+//! 1. a **position-only object** that depends on positions and hyper-parameters, never on
+//!    content ([`encodings`]): a sinusoidal table, a clipped relative-index matrix, T5 or
+//!    DeBERTa buckets, RoPE frequencies, ALiBi slopes, Kerple and FIRE distance features;
+//! 2. an **application** to attention ([`attention`]): add to the input (absolute), add a
+//!    bias to the scores (T5, ALiBi, Kerple, FIRE), rotate q and k (RoPE, xPos), or dot q and
+//!    k with relative vectors (Shaw, Transformer-XL, DeBERTa, TUPE).
+//!
+//! The [`prelude`] brings the common names into scope for notebooks:
+//!
+//! ```
+//! use posenc::prelude::*;
+//! let pe = sinusoidal_table(4, 6)?;
+//! assert_eq!(pe.dim(), (4, 6));
+//! # Ok::<(), posenc::Error>(())
+//! ```
+
+pub mod attention;
+pub mod dump;
+pub mod encodings;
+pub mod error;
+#[cfg(feature = "notebook")]
+pub mod notebook;
+
+pub use error::{Error, Result};
+
+/// Common names for notebooks and examples: `use posenc::prelude::*;`.
+pub mod prelude {
+    pub use crate::attention::{attention, AttentionOutput, PositionScheme};
+    pub use crate::encodings::alibi::{alibi_bias, alibi_slopes, Alibi};
+    pub use crate::encodings::deberta::{
+        deberta_relative_positions, make_log_bucket_position, DebertaRelative,
+    };
+    pub use crate::encodings::fire::Fire;
+    pub use crate::encodings::kerple::{Kerple, KerpleKind};
+    pub use crate::encodings::learned::LearnedAbsolute;
+    pub use crate::encodings::nope::NoPe;
+    pub use crate::encodings::rope::{
+        rope_cos_sin, rope_half, rope_interleaved, DynamicNtkRope, Rope, RopeConfig,
+        RopeFrequencies, RopeLayout, RopeScaling,
+    };
+    pub use crate::encodings::shaw::{relative_index_matrix, ShawRelative};
+    pub use crate::encodings::sinusoidal::{
+        sinusoidal_embedding, sinusoidal_table, SinusoidalAbsolute, SinusoidalLayout,
+    };
+    pub use crate::encodings::t5::{relative_position_bucket, T5Bias};
+    pub use crate::encodings::tupe::Tupe;
+    pub use crate::encodings::xl::{rel_shift, TransformerXl};
+    pub use crate::encodings::xpos::XPos;
+    #[cfg(feature = "notebook")]
+    pub use crate::notebook::*;
+    pub use crate::{Error, Result};
+    pub use ndarray::{array, s, Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
+}

@@ -1,0 +1,242 @@
+//! Golden tests: our position objects against values produced by the reference Python
+//! packages (Hugging Face transformers, torch) with `tests/golden/generate.py`. The fixtures
+//! are committed; these tests never run Python.
+
+use posenc::encodings::deberta::{deberta_relative_positions, LogBuckets};
+use posenc::encodings::rope::{RopeConfig, RopeScaling, YARN_BETA_FAST, YARN_BETA_SLOW};
+use posenc::encodings::xl::rel_shift;
+use posenc::prelude::*;
+use serde_json::Value;
+
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_i64().expect("integer"))
+        .collect()
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_f64().expect("number"))
+        .collect()
+}
+
+/// |a - b| <= rel * |b| (+ a tiny absolute floor): the reference computes in f32 with its own
+/// pow/log, so the last bit or two may differ.
+fn assert_close(what: &str, ours: f64, reference: f64, rel: f64) {
+    let tol = rel * reference.abs() + 1e-30;
+    assert!(
+        (ours - reference).abs() <= tol,
+        "{what}: ours {ours:e}, reference {reference:e}"
+    );
+}
+
+#[test]
+fn t5_buckets_equal_hugging_face() {
+    let golden = fixture("t5_buckets.json");
+    let mut checked = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let nb = case["num_buckets"].as_u64().unwrap() as usize;
+        let md = case["max_distance"].as_u64().unwrap() as usize;
+        let bidirectional = case["bidirectional"].as_bool().unwrap();
+        for (r, b) in ints(&case["relative_position"])
+            .into_iter()
+            .zip(ints(&case["bucket"]))
+        {
+            let ours = relative_position_bucket(r, bidirectional, nb, md).unwrap();
+            assert_eq!(
+                ours as i64, b,
+                "T5 ({nb}, {md}, bidirectional={bidirectional}) r={r}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3606);
+    println!("t5: {checked} golden buckets");
+}
+
+#[test]
+fn deberta_buckets_equal_hugging_face() {
+    let golden = fixture("deberta_buckets.json");
+    let mut checked = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let size = case["bucket_size"].as_u64().unwrap() as usize;
+        let max = case["max_position"].as_u64().unwrap() as usize;
+        for (r, b) in ints(&case["relative_position"])
+            .into_iter()
+            .zip(ints(&case["bucket"]))
+        {
+            assert_eq!(
+                make_log_bucket_position(r, size, max).unwrap(),
+                b,
+                "DeBERTa ({size}, {max}) r={r}"
+            );
+            checked += 1;
+        }
+    }
+    for m in golden["relative_position_matrices"].as_array().unwrap() {
+        let (lq, lk) = (
+            m["query_size"].as_u64().unwrap() as usize,
+            m["key_size"].as_u64().unwrap() as usize,
+        );
+        let (size, max) = (
+            m["bucket_size"].as_i64().unwrap(),
+            m["max_position"].as_i64().unwrap(),
+        );
+        let buckets =
+            (size > 0 && max > 0).then(|| LogBuckets::new(size as usize, max as usize).unwrap());
+        let ours = deberta_relative_positions(lq, lk, buckets);
+        for (i, row) in m["matrix"].as_array().unwrap().iter().enumerate() {
+            for (j, v) in ints(row).into_iter().enumerate() {
+                assert_eq!(
+                    ours[[i, j]],
+                    v,
+                    "matrix ({lq}x{lk}, {size}, {max}) at ({i},{j})"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 4473);
+    println!("deberta: {checked} golden buckets");
+}
+
+#[test]
+fn alibi_slopes_equal_bloom() {
+    let golden = fixture("alibi_slopes.json");
+    let mut checked = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let heads = case["heads"].as_u64().unwrap() as usize;
+        let ours = alibi_slopes(heads).unwrap();
+        let reference = floats(&case["slopes"]);
+        assert_eq!(ours.len(), reference.len());
+        for (h, (&m, &r)) in ours.iter().zip(&reference).enumerate() {
+            assert_close(&format!("ALiBi {heads} heads, head {h}"), m as f64, r, 1e-6);
+            checked += 1;
+        }
+    }
+    for case in golden["bloom_alibi"].as_array().unwrap() {
+        // Bloom adds m_h * key_position; ours is -m_h |i - j|: for the last query of a causal
+        // row they differ by the per-row constant m_h * (L - 1).
+        let heads = case["heads"].as_u64().unwrap() as usize;
+        let keys = ints(&case["key_positions"]);
+        let lk = keys.len();
+        let ours = alibi_bias(heads, 1, lk).unwrap();
+        let slopes = alibi_slopes(heads).unwrap();
+        for (h, row) in case["alibi"].as_array().unwrap().iter().enumerate() {
+            for (j, bloom) in floats(row).into_iter().enumerate() {
+                let shifted = ours[[h, 0, j]] as f64 + slopes[h] as f64 * (lk - 1) as f64;
+                assert!(
+                    (shifted - bloom).abs() < 1e-5,
+                    "Bloom alibi {heads} heads, head {h}, key {j}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 236);
+    println!("alibi: {checked} golden values");
+}
+
+fn scaling_from_case(case: &Value) -> RopeScaling {
+    let p = &case["params"];
+    let max_pos = case["max_position_embeddings"].as_u64().unwrap() as usize;
+    let original = p["original_max_position_embeddings"]
+        .as_u64()
+        .map_or(max_pos, |v| v as usize);
+    let f = |key: &str| p[key].as_f64();
+    match case["rope_type"].as_str().unwrap() {
+        "default" => RopeScaling::None,
+        "linear" => RopeScaling::Linear {
+            factor: f("factor").unwrap(),
+        },
+        "dynamic" => RopeScaling::Dynamic {
+            factor: f("factor").unwrap(),
+            original_max: max_pos,
+        },
+        "yarn" => RopeScaling::Yarn {
+            factor: case["effective_factor"].as_f64().unwrap(),
+            original_max: original,
+            // HF falls back to the defaults for missing (or zero) betas
+            beta_fast: f("beta_fast")
+                .filter(|&b| b != 0.0)
+                .unwrap_or(YARN_BETA_FAST),
+            beta_slow: f("beta_slow")
+                .filter(|&b| b != 0.0)
+                .unwrap_or(YARN_BETA_SLOW),
+            mscale: f("mscale"),
+            mscale_all_dim: f("mscale_all_dim"),
+            attention_factor: f("attention_factor"),
+            truncate: p["truncate"].as_bool().unwrap_or(true),
+        },
+        "llama3" => RopeScaling::Llama3 {
+            factor: f("factor").unwrap(),
+            original_max: original,
+            low_freq_factor: f("low_freq_factor").unwrap(),
+            high_freq_factor: f("high_freq_factor").unwrap(),
+        },
+        other => panic!("unknown rope_type {other}"),
+    }
+}
+
+#[test]
+fn rope_frequencies_equal_hugging_face() {
+    let golden = fixture("rope.json");
+    let mut checked = 0;
+    let mut worst_ulps = 0u32;
+    for case in golden["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let dim = case["dim"].as_u64().unwrap() as usize;
+        let base = case["base"].as_f64().unwrap();
+        let config = RopeConfig::with_scaling(dim, base, scaling_from_case(case)).unwrap();
+        let seq_len = case["seq_len"].as_u64().map(|s| s as usize);
+        let ours = config.frequencies(seq_len).unwrap();
+        let reference = floats(&case["inv_freq"]);
+        assert_eq!(ours.inv_freq.len(), reference.len(), "{name}");
+        for (i, (&a, &b)) in ours.inv_freq.iter().zip(&reference).enumerate() {
+            let ulps = (a.to_bits() as i64 - (b as f32).to_bits() as i64).unsigned_abs() as u32;
+            worst_ulps = worst_ulps.max(ulps);
+            assert!(
+                ulps <= 1,
+                "{name} inv_freq[{i}]: ours {a:e}, reference {b:e} ({ulps} ulps)"
+            );
+            checked += 1;
+        }
+        assert_close(
+            &format!("{name} attention factor"),
+            ours.attention_factor as f64,
+            case["attention_factor"].as_f64().unwrap(),
+            1e-6,
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 772 + 22);
+    println!("rope: {checked} golden values, worst difference {worst_ulps} ulps");
+}
+
+#[test]
+fn xl_rel_shift_equals_the_reference_code() {
+    let golden = fixture("xl_rel_shift.json");
+    let mut checked = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let rows = |v: &Value| -> Array2<f32> {
+            let rows: Vec<Vec<f64>> = v.as_array().unwrap().iter().map(floats).collect();
+            Array2::from_shape_fn((rows.len(), rows[0].len()), |(i, j)| rows[i][j] as f32)
+        };
+        let (x, expected) = (rows(&case["x"]), rows(&case["shifted"]));
+        let ours = rel_shift(x.view());
+        assert_eq!(ours, expected);
+        checked += expected.len();
+    }
+    assert_eq!(checked, 31);
+    println!("xl: {checked} golden values");
+}
