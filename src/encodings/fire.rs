@@ -1,0 +1,432 @@
+//! # FIRE — functional interpolation for relative positions
+//!
+//! Li et al. 2023, "Functional Interpolation for Relative Positions Improves Long Context
+//! Transformers" (<https://arxiv.org/abs/2310.04418>).
+//!
+//! T5, ALiBi and Kerple each fix the *shape* of the bias as a function of distance; FIRE learns
+//! it with a tiny MLP $f_\theta$ from one scalar to one bias per head. The trick is the input:
+//! not the raw distance $i-j$, which would run past anything seen in training, but the distance
+//! *relative to the query's own position*, $(i-j)/i$, always in $[0, 1]$ ("progressive
+//! interpolation"). A log transform $\psi$ spends more resolution on nearby keys, and a learned
+//! threshold $L$ keeps short contexts from being stretched: below $L$ the normaliser is fixed.
+//!
+//! $$ b_h(i, j) = f_\theta\!\left(\frac{\psi(i-j)}{\psi(\max(L, i))}\right)_h, \qquad
+//!    \psi(x) = \ln(c\,x + 1), \qquad
+//!    f_\theta(x) = W_2^\top \operatorname{ReLU}(w_1 x + b_1) + b_2 $$
+//!
+//! for causal $j \le i$, with $c > 0$ and $L > 0$ learnable. Defaults, from the reference
+//! PyTorch listing in the paper's appendix (`init_c = 0.1`, `init_L = 512`, `mlp_width = 32`):
+//! $c = 0.1$, $L = 512$, 32 hidden units. The listing also adds $\varepsilon = 10^{-6}$ to the
+//! normaliser; here $\psi(\max(L, i)) \ge \psi(L) > 0$ already, so no $\varepsilon$ is needed.
+
+use ndarray::{Array1, Array2};
+use ndarray_rand::rand::rngs::StdRng;
+use ndarray_rand::rand::SeedableRng;
+use ndarray_rand::rand_distr::Uniform;
+use ndarray_rand::RandomExt;
+use serde::{Deserialize, Serialize};
+
+use crate::attention::{query_position, PositionScheme};
+use crate::error::{ensure, ensure_shape, invalid, Result};
+
+/// The paper's initial $c$ in $\psi(x) = \ln(cx + 1)$, 0.1.
+pub const DEFAULT_C: f32 = 0.1;
+/// The paper's initial threshold $L$, 512.
+pub const DEFAULT_THRESHOLD: f32 = 512.0;
+/// The paper's MLP width, 32.
+pub const DEFAULT_HIDDEN: usize = 32;
+
+/// The normalised distance $\psi(|i-j|)\,/\,\psi(\max(L, i))$ with $\psi(x) = \ln(cx + 1)$ for a
+/// query at position `i` and a key at `j`; in $[0, 1]$ for $j \le i$, 0 on the diagonal, and
+/// exactly 1 at $j = 0$ once $i \ge L$. Future keys ($j > i$) use $|i-j|$, as the paper's code.
+///
+/// Expects $c > 0$ and $L > 0$ (as [`Fire::new`] checks); other values give NaN or values
+/// outside $[0, 1]$, never a panic.
+///
+/// # Examples
+/// ```
+/// use posenc::encodings::fire::fire_feature;
+/// // c = 1, L = 4: query 6, key 2 -> ln 5 / ln 7
+/// assert!((fire_feature(6, 2, 1.0, 4.0) - 5f32.ln() / 7f32.ln()).abs() < 1e-6);
+/// // the farthest key of a query beyond L is exactly 1
+/// assert_eq!(fire_feature(600, 0, 0.1, 512.0), 1.0);
+/// ```
+pub fn fire_feature(i: usize, j: usize, c: f32, threshold: f32) -> f32 {
+    // psi(x) = ln(1 + c x)
+    let psi = |x: f64| (c as f64 * x).ln_1p();
+    // max(L, i)
+    let normaliser = (threshold as f64).max(i as f64);
+    (psi(i.abs_diff(j) as f64) / psi(normaliser)) as f32
+}
+
+/// FIRE bias: the feature of [`fire_feature`] fed to a 1 → hidden → heads ReLU MLP
+/// $f_\theta(x) = W_2^\top \operatorname{ReLU}(w_1 x + b_1) + b_2$.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fire {
+    /// $c > 0$ in $\psi(x) = \ln(cx + 1)$; default 0.1.
+    pub c: f32,
+    /// Threshold $L > 0$ below which the normaliser stays $\psi(L)$; default 512.
+    pub threshold: f32,
+    /// First-layer weights $w_1$, `[hidden]` (the input is one scalar).
+    pub w1: Array1<f32>,
+    /// First-layer bias $b_1$, `[hidden]`.
+    pub b1: Array1<f32>,
+    /// Second-layer weights $W_2$, `[hidden, heads]`.
+    pub w2: Array2<f32>,
+    /// Second-layer bias $b_2$, `[heads]`.
+    pub b2: Array1<f32>,
+}
+
+impl Fire {
+    /// FIRE with `heads` outputs and `hidden` units, weights initialised like PyTorch's
+    /// `nn.Linear`: $\mathcal U(-1/\sqrt{\text{fan\_in}}, 1/\sqrt{\text{fan\_in}})$ (fan-in 1, then
+    /// `hidden`), from a ChaCha RNG seeded by `seed`.
+    ///
+    /// # Errors
+    /// When `heads` or `hidden` is zero, or `c` or `threshold` is not a finite number > 0.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::prelude::*;
+    /// let fire = Fire::new(4, 32, 0.1, 512.0, 0)?;
+    /// let b = fire.bias(1, 5, 5)?;
+    /// assert_eq!(b.dim(), (5, 5));
+    /// assert_eq!(b[[0, 1]], 0.0); // future keys get no bias (the causal mask hides them)
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn new(heads: usize, hidden: usize, c: f32, threshold: f32, seed: u64) -> Result<Self> {
+        ensure(heads >= 1, "heads", heads, ">= 1")?;
+        ensure(hidden >= 1, "hidden", hidden, ">= 1")?;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let uniform = |bound: f32| {
+            Uniform::new_inclusive(-bound, bound)
+                .map_err(|e| invalid("hidden", hidden, e.to_string()))
+        };
+        // fan-in 1: U(-1, 1)
+        let first = uniform(1.0)?;
+        let w1 = Array1::random_using(hidden, first, &mut rng);
+        let b1 = Array1::random_using(hidden, first, &mut rng);
+        // fan-in hidden: U(-1/sqrt(hidden), 1/sqrt(hidden))
+        let second = uniform(1.0 / (hidden as f32).sqrt())?;
+        let w2 = Array2::random_using((hidden, heads), second, &mut rng);
+        let b2 = Array1::random_using(heads, second, &mut rng);
+        Self::from_weights(w1, b1, w2, b2, c, threshold)
+    }
+
+    /// FIRE with given (e.g. trained) weights.
+    ///
+    /// # Errors
+    /// When the shapes do not fit (`w1`, `b1`: `[hidden]`; `w2`: `[hidden, heads]`; `b2`:
+    /// `[heads]`, with `hidden, heads >= 1`), a weight is not finite, or `c` or `threshold` is
+    /// not a finite number > 0.
+    pub fn from_weights(
+        w1: Array1<f32>,
+        b1: Array1<f32>,
+        w2: Array2<f32>,
+        b2: Array1<f32>,
+        c: f32,
+        threshold: f32,
+    ) -> Result<Self> {
+        let fire = Self {
+            c,
+            threshold,
+            w1,
+            b1,
+            w2,
+            b2,
+        };
+        fire.validate()?;
+        Ok(fire)
+    }
+
+    /// Checks shapes and values (fields are public, e.g. for deserialisation).
+    ///
+    /// # Errors
+    /// As [`Fire::from_weights`].
+    pub fn validate(&self) -> Result<()> {
+        ensure(
+            self.c.is_finite() && self.c > 0.0,
+            "c",
+            self.c,
+            "a finite number > 0",
+        )?;
+        ensure(
+            self.threshold.is_finite() && self.threshold > 0.0,
+            "threshold",
+            self.threshold,
+            "a finite number > 0",
+        )?;
+        let (hidden, heads) = (self.w1.len(), self.b2.len());
+        ensure(hidden >= 1, "hidden", hidden, ">= 1")?;
+        ensure(heads >= 1, "heads", heads, ">= 1")?;
+        ensure_shape("fire: b1", &[hidden], self.b1.shape())?;
+        ensure_shape("fire: w2", &[hidden, heads], self.w2.shape())?;
+        let finite = self
+            .w1
+            .iter()
+            .chain(&self.b1)
+            .chain(&self.w2)
+            .chain(&self.b2)
+            .all(|w| w.is_finite());
+        ensure(
+            finite,
+            "fire weights",
+            "a non-finite value",
+            "finite numbers",
+        )
+    }
+
+    /// Number of heads (MLP outputs).
+    pub fn heads(&self) -> usize {
+        self.b2.len()
+    }
+
+    /// The normalised distances $\psi(i-j)/\psi(\max(L, i))$, `[lq, lk]`, queries at
+    /// $L_k - L_q + r$ (the convention of [`crate::attention`]); future entries are 0.
+    ///
+    /// # Errors
+    /// When `lq > lk` or the configuration is invalid.
+    pub fn features(&self, lq: usize, lk: usize) -> Result<Array2<f32>> {
+        self.validate()?;
+        ensure(
+            lq <= lk,
+            "Lq",
+            lq,
+            "at most Lk (queries are the last Lq positions)",
+        )?;
+        Ok(Array2::from_shape_fn((lq, lk), |(r, j)| {
+            let i = query_position(r, lq, lk);
+            if j > i {
+                0.0
+            } else {
+                fire_feature(i, j, self.c, self.threshold)
+            }
+        }))
+    }
+
+    /// $f_\theta(x)$ for one feature, `[heads]`.
+    ///
+    /// # Errors
+    /// When the configuration is invalid.
+    pub fn mlp(&self, x: f32) -> Result<Array1<f32>> {
+        self.validate()?;
+        // ReLU(w1 x + b1), [hidden]
+        let h = (&self.w1 * x + &self.b1).mapv(|v| v.max(0.0));
+        // W2^T h + b2, [heads]
+        Ok(h.dot(&self.w2) + &self.b2)
+    }
+
+    /// The bias $b_h(i, j)$ of head `head`, `[lq, lk]`; entries with $j > i$ (future keys,
+    /// masked by causal attention) are 0.
+    ///
+    /// # Errors
+    /// When `head` is out of range, `lq > lk`, or the configuration is invalid.
+    pub fn bias(&self, head: usize, lq: usize, lk: usize) -> Result<Array2<f32>> {
+        let features = self.features(lq, lk)?;
+        let heads = self.heads();
+        ensure(head < heads, "head", head, &format!("0..{heads}"))?;
+        let (w2, b2) = (self.w2.column(head), self.b2[head]);
+        // ReLU(x w1^T + b1), [Lq * Lk, hidden]
+        let x = features.flatten();
+        let h = Array2::from_shape_fn((x.len(), self.w1.len()), |(e, u)| {
+            (x[e] * self.w1[u] + self.b1[u]).max(0.0)
+        });
+        // h W2[:, head] + b2[head], [Lq * Lk] -> [Lq, Lk]
+        let flat = h.dot(&w2) + b2;
+        let mut bias = Array2::from_shape_vec((lq, lk), flat.to_vec())
+            .map_err(|e| invalid("fire bias shape", format!("[{lq}, {lk}]"), e.to_string()))?;
+        for ((r, j), b) in bias.indexed_iter_mut() {
+            if j > query_position(r, lq, lk) {
+                *b = 0.0;
+            }
+        }
+        Ok(bias)
+    }
+}
+
+impl PositionScheme for Fire {
+    fn name(&self) -> String {
+        "fire".into()
+    }
+
+    fn score_bias(&self, head: usize, lq: usize, lk: usize) -> Result<Option<Array2<f32>>> {
+        self.bias(head, lq, lk).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+    use proptest::prelude::*;
+
+    /// hidden = 2, heads = 1: f(x) = 0.1 + 2 ReLU(x) + 3 ReLU(0.5 - x).
+    fn tiny() -> Fire {
+        Fire::from_weights(
+            array![1.0, -1.0],
+            array![0.0, 0.5],
+            array![[2.0], [3.0]],
+            array![0.1],
+            1.0,
+            1.0,
+        )
+        .unwrap()
+    }
+
+    /// Oracle: feature and MLP entry by entry.
+    fn naive_bias(f: &Fire, head: usize, lq: usize, lk: usize) -> Array2<f32> {
+        let mut b = Array2::zeros((lq, lk));
+        for r in 0..lq {
+            let i = lk - lq + r;
+            for j in 0..=i {
+                let x = fire_feature(i, j, f.c, f.threshold);
+                let mut out = f.b2[head];
+                for u in 0..f.w1.len() {
+                    out += f.w2[[u, head]] * (f.w1[u] * x + f.b1[u]).max(0.0);
+                }
+                b[[r, j]] = out;
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn feature_hand_computed_values() {
+        assert_eq!(fire_feature(7, 7, 0.1, 512.0), 0.0);
+        // c = 1, L = 4: i = 2 < L normalises by psi(4) = ln 5
+        assert!((fire_feature(2, 1, 1.0, 4.0) - 2f32.ln() / 5f32.ln()).abs() < 1e-6);
+        assert!((fire_feature(2, 0, 1.0, 4.0) - 3f32.ln() / 5f32.ln()).abs() < 1e-6);
+        // i = 6 >= L normalises by psi(6) = ln 7
+        assert!((fire_feature(6, 2, 1.0, 4.0) - 5f32.ln() / 7f32.ln()).abs() < 1e-6);
+        // c = 0.1: psi(10) / psi(512) = ln 2 / ln 52.2
+        assert!((fire_feature(10, 0, 0.1, 512.0) - 2f32.ln() / 52.2f32.ln()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn mlp_matches_a_hand_computed_network() {
+        let f = tiny();
+        assert!((f.mlp(0.25).unwrap()[0] - 1.35).abs() < 1e-6); // 0.1 + 2 * 0.25 + 3 * 0.25
+        assert!((f.mlp(1.0).unwrap()[0] - 2.1).abs() < 1e-6); // 0.1 + 2 * 1 + 0
+        assert!((f.mlp(0.0).unwrap()[0] - 1.6).abs() < 1e-6); // 0.1 + 0 + 3 * 0.5
+                                                              // c = 1, L = 1, three positions: query 2 sees features 1, ln 2 / ln 3, 0
+        let b = f.bias(0, 3, 3).unwrap();
+        let x = 2f32.ln() / 3f32.ln();
+        let expected = [2.1, 0.1 + 2.0 * x, 1.6];
+        for (j, e) in expected.iter().enumerate() {
+            assert!(
+                (b[[2, j]] - e).abs() < 1e-6,
+                "key {j}: {} vs {e}",
+                b[[2, j]]
+            );
+        }
+        assert_eq!((b[[0, 1]], b[[0, 2]], b[[1, 2]]), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn bias_matches_the_loop_for_every_head() {
+        let f = Fire::new(3, 8, 0.5, 6.0, 11).unwrap();
+        for head in 0..3 {
+            for (lq, lk) in [(10, 10), (3, 12), (1, 1)] {
+                let (b, n) = (f.bias(head, lq, lk).unwrap(), naive_bias(&f, head, lq, lk));
+                for (x, y) in b.iter().zip(n.iter()) {
+                    assert!((x - y).abs() < 1e-5, "head {head} {lq}x{lk}: {x} vs {y}");
+                }
+            }
+        }
+        assert_eq!(
+            f.score_bias(2, 3, 12).unwrap(),
+            Some(f.bias(2, 3, 12).unwrap())
+        );
+    }
+
+    #[test]
+    fn seeded_initialisation_is_reproducible_and_in_range() {
+        let (a, b) = (
+            Fire::new(2, 16, 0.1, 512.0, 5).unwrap(),
+            Fire::new(2, 16, 0.1, 512.0, 5).unwrap(),
+        );
+        assert_eq!(a, b);
+        assert_ne!(a, Fire::new(2, 16, 0.1, 512.0, 6).unwrap());
+        assert!(a.w1.iter().all(|w| w.abs() <= 1.0));
+        assert!(a.w2.iter().all(|w| w.abs() <= 0.25));
+    }
+
+    #[test]
+    fn invalid_parameters_are_errors() {
+        assert!(Fire::new(0, 4, 0.1, 512.0, 0).is_err());
+        assert!(Fire::new(2, 0, 0.1, 512.0, 0).is_err());
+        assert!(Fire::new(2, 4, 0.0, 512.0, 0).is_err());
+        assert!(Fire::new(2, 4, f32::NAN, 512.0, 0).is_err());
+        assert!(Fire::new(2, 4, 0.1, -1.0, 0).is_err());
+        assert!(Fire::new(2, 4, 0.1, f32::INFINITY, 0).is_err());
+        let (w1, b1, w2, b2) = (
+            array![1.0f32, 2.0],
+            array![0.0f32, 0.0],
+            Array2::<f32>::zeros((2, 3)),
+            Array1::<f32>::zeros(3),
+        );
+        assert!(
+            Fire::from_weights(w1.clone(), b1.clone(), w2.clone(), b2.clone(), 0.1, 512.0).is_ok()
+        );
+        assert!(Fire::from_weights(
+            w1.clone(),
+            array![0.0f32],
+            w2.clone(),
+            b2.clone(),
+            0.1,
+            512.0
+        )
+        .is_err());
+        assert!(Fire::from_weights(
+            w1.clone(),
+            b1.clone(),
+            Array2::zeros((3, 3)),
+            b2.clone(),
+            0.1,
+            512.0
+        )
+        .is_err());
+        assert!(Fire::from_weights(
+            w1.clone(),
+            b1.clone(),
+            w2.clone(),
+            Array1::zeros(2),
+            0.1,
+            512.0
+        )
+        .is_err());
+        assert!(Fire::from_weights(
+            array![],
+            array![],
+            Array2::zeros((0, 3)),
+            b2.clone(),
+            0.1,
+            512.0
+        )
+        .is_err());
+        assert!(Fire::from_weights(array![f32::NAN, 0.0], b1, w2, b2, 0.1, 512.0).is_err());
+        let f = tiny();
+        assert_eq!(
+            f.bias(1, 2, 2).unwrap_err().to_string(),
+            "invalid head = 1: allowed is 0..1"
+        );
+        assert!(f.bias(0, 3, 2).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn feature_is_in_unit_interval_and_farthest_key_is_one_beyond_l(
+            i in 0usize..5000, frac in 0.0f64..=1.0, c in 0.001f32..10.0, threshold in 0.5f32..1000.0,
+        ) {
+            let j = (i as f64 * frac) as usize;
+            let x = fire_feature(i, j, c, threshold);
+            prop_assert!((0.0..=1.0).contains(&x), "feature {}", x);
+            if i as f32 >= threshold {
+                // progressive interpolation: psi(i - 0) / psi(i) = 1 exactly
+                prop_assert_eq!(fire_feature(i, 0, c, threshold), 1.0);
+                let psi = |v: f64| (c as f64 * v).ln_1p();
+                prop_assert!((x as f64 - psi((i - j) as f64) / psi(i as f64)).abs() < 1e-6);
+            }
+        }
+    }
+}
