@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""Execute, check and time the evcxr notebooks in notebooks/.
+
+Run with the project's virtualenv (scripts/setup creates it): .venv/bin/python scripts/notebooks.py
+
+  run [NB...]       execute notebooks (default: notebooks/*.ipynb, sorted), each with a fresh
+                    kernel and a time limit; print one line per notebook and a final
+                    "N passed, M failed"; exit 1 if any failed
+  prewarm           execute only the first cell of the first notebook (the `:dep` cell), so
+                    that the shared build directory holds every notebook dependency
+  check-clean [NB]  fail if a notebook carries outputs or execution counts
+  strip [NB...]     remove outputs and execution counts in place
+  timings           print the performance figures of the README (see --help)
+
+A notebook fails when a cell raises an error (compile error, panic, kernel death), when a
+cell writes to stderr (evcxr prints an `Err` returned by `?` there and carries on) unless
+the cell is tagged `allow-stderr`, or when it runs past its time limit.
+"""
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+KERNEL = os.environ.get("POSENC_KERNEL", "rust")
+ALLOW_STDERR_TAG = "allow-stderr"
+
+
+def notebook_paths(args_paths):
+    if args_paths:
+        return [Path(p).resolve() for p in args_paths]
+    return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def kernel_env():
+    """Environment for kernels: our kernelspec first, cargo on PATH."""
+    env = dict(os.environ)
+    env["JUPYTER_PATH"] = os.pathsep.join(
+        p for p in [str(ROOT / ".venv" / "share" / "jupyter"), env.get("JUPYTER_PATH", "")] if p
+    )
+    env["PATH"] = os.pathsep.join([str(Path.home() / ".cargo" / "bin"), env.get("PATH", "")])
+    return env
+
+
+def rel(path):
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# run / run-one
+
+
+class StderrOutput(Exception):
+    """A cell wrote to stderr: with evcxr, that is how an `Err` from `?` shows."""
+
+
+def execute_notebook(path, html_dir=None, cell_timeout=600, only_first_cell=False):
+    """Execute one notebook in a fresh kernel; raise on the first failing cell."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    if only_first_cell:
+        first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+        nb.cells = nb.cells[: first + 1]
+
+    def check_stderr(cell, cell_index, execute_reply):
+        if ALLOW_STDERR_TAG in cell.get("metadata", {}).get("tags", []):
+            return
+        err = "".join(
+            o.get("text", "")
+            for o in cell.get("outputs", [])
+            if o.get("output_type") == "stream" and o.get("name") == "stderr"
+        )
+        if err.strip():
+            raise StderrOutput(
+                f"cell {cell_index} wrote to stderr (an Err from `?`, or eprintln!; tag the "
+                f"cell '{ALLOW_STDERR_TAG}' if intended):\n{err.strip()}\n--- cell source ---\n"
+                f"{cell.source}"
+            )
+
+    client = NotebookClient(
+        nb,
+        kernel_name=KERNEL,
+        timeout=cell_timeout,
+        startup_timeout=120,
+        allow_errors=False,
+        record_timing=True,
+        resources={"metadata": {"path": str(path.parent)}},
+        on_cell_executed=check_stderr,
+    )
+    try:
+        client.execute(env=kernel_env())
+    except Exception as e:
+        # evcxr puts the compiler's message in the cell's error output, not in the reply.
+        errors = [
+            "\n".join([o.get("evalue", "")] + o.get("traceback", []))
+            for c in nb.cells
+            for o in c.get("outputs", [])
+            if o.get("output_type") == "error"
+        ]
+        if errors:
+            raise RuntimeError(f"{e}\n" + strip_ansi("\n".join(errors))) from e
+        raise
+    finally:
+        if html_dir is not None:
+            export_html(nb, Path(html_dir) / (path.stem + ".html"))
+    return nb
+
+
+def strip_ansi(text):
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def export_html(nb, out):
+    from nbconvert import HTMLExporter
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    out.write_text(body, encoding="utf-8")
+
+
+def cmd_run_one(args):
+    path = Path(args.notebook).resolve()
+    try:
+        execute_notebook(path, args.html_dir, args.cell_timeout, args.first_cell)
+    except Exception as e:  # noqa: BLE001 - every failure is reported the same way
+        detail = "\n".join(line for line in str(e).splitlines() if line.strip())
+        print(f"FAILED {rel(path)}: {type(e).__name__}: {detail}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def run_isolated(path, timeout, html_dir=None, first_cell=False):
+    """Run one notebook in a child process group; kill the group past `timeout` seconds."""
+    cmd = [sys.executable, __file__, "run-one", str(path), "--cell-timeout", str(timeout)]
+    if html_dir:
+        cmd += ["--html-dir", str(html_dir)]
+    if first_cell:
+        cmd.append("--first-cell")
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    try:
+        rc = proc.wait(timeout=timeout)
+        status = "ok" if rc == 0 else "FAILED"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        status = f"FAILED (timeout {timeout} s)"
+    # The kernel launcher may outlive its client for a moment; make sure it is gone so the
+    # next notebook gets the warm build slot.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return status, time.monotonic() - start
+
+
+def cmd_run(args):
+    paths = notebook_paths(args.notebooks)
+    if not paths:
+        print("no notebooks found", file=sys.stderr)
+        return 1
+    passed = failed = 0
+    total = time.monotonic()
+    for path in paths:
+        print(f"--- {rel(path)}", flush=True)
+        status, seconds = run_isolated(path, args.timeout, args.html_dir)
+        print(f"{status:<8} {seconds:7.1f} s  {rel(path)}", flush=True)
+        if status == "ok":
+            passed += 1
+        else:
+            failed += 1
+    print(f"notebooks: {time.monotonic() - total:.1f} s in all", flush=True)
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 0 if failed == 0 else 1
+
+
+def cmd_prewarm(args):
+    paths = notebook_paths(None)
+    if not paths:
+        print("prewarm: no notebooks", file=sys.stderr)
+        return 1
+    print(f"prewarm: building the notebook dependencies ({rel(paths[0])}, first cell)", flush=True)
+    status, seconds = run_isolated(paths[0], args.timeout, first_cell=True)
+    print(f"prewarm: {status} in {seconds:.1f} s", flush=True)
+    return 0 if status == "ok" else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# check-clean / strip
+
+
+def dirty_cells(nb):
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        if cell.get("outputs") or cell.get("execution_count") is not None:
+            yield i
+
+
+def cmd_check_clean(args):
+    bad = []
+    for path in notebook_paths(args.notebooks):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = list(dirty_cells(nb))
+        if cells:
+            bad.append(f"{rel(path)}: outputs or execution counts in cells {cells}")
+    for line in bad:
+        print(line, file=sys.stderr)
+    if bad:
+        print("clear them with: make notebooks-strip", file=sys.stderr)
+        return 1
+    print(f"check-clean: {len(notebook_paths(args.notebooks))} notebooks carry no outputs")
+    return 0
+
+
+def cmd_strip(args):
+    import nbformat
+
+    for path in notebook_paths(args.notebooks):
+        nb = nbformat.read(path, as_version=4)
+        if not list(dirty_cells(nb)):
+            continue
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+                cell.execution_count = None
+                cell.metadata.pop("execution", None)
+        nbformat.write(nb, path)
+        print(f"stripped {rel(path)}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# timings
+
+
+def first_code_cell(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            return "".join(cell["source"])
+    raise SystemExit(f"{path}: no code cell")
+
+
+class Kernel:
+    """A kernel started like JupyterLab starts it: in notebooks/, through our kernelspec."""
+
+    def __init__(self, extra_env=None):
+        from jupyter_client.manager import KernelManager
+
+        env = kernel_env()
+        env.update(extra_env or {})
+        start = time.monotonic()
+        self.km = KernelManager(kernel_name=KERNEL)
+        self.km.start_kernel(cwd=str(NOTEBOOKS), env=env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=120)
+        self.startup = time.monotonic() - start
+
+    def run(self, code, timeout=3600):
+        """Execute `code`; return (seconds, stderr text); raise on an error reply."""
+        start = time.monotonic()
+        errors = []
+        stderr = []
+
+        def hook(msg):
+            kind = msg["header"]["msg_type"]
+            if kind == "error":
+                errors.append("\n".join(msg["content"].get("traceback", [])))
+            elif kind == "stream" and msg["content"]["name"] == "stderr":
+                stderr.append(msg["content"]["text"])
+
+        reply = self.kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+        seconds = time.monotonic() - start
+        if reply["content"]["status"] != "ok" or errors:
+            raise RuntimeError(f"cell failed: {errors or reply['content']}")
+        return seconds, "".join(stderr)
+
+    def close(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=False)
+
+
+TYPICAL_CELL = """let pe = sinusoidal_table(128, 64)?;
+let fig = heatmap(&pe, "Sinusoidal table", "dimension", "position", "value")?;
+fig"""
+
+
+def cmd_timings(args):
+    dep_cell = first_code_cell(notebook_paths(None)[0])
+    print("notebook timings (this machine: "
+          f"{os.cpu_count()} cores); first cell:\n  " + dep_cell.replace("\n", "\n  "), flush=True)
+    figures = {}
+    if args.cold:
+        # A fresh build directory and an empty evcxr artifact cache: what a new machine pays.
+        with tempfile.TemporaryDirectory() as tmp:
+            k = Kernel({"POSENC_EVCXR_DIR": f"{tmp}/evcxr", "XDG_CACHE_HOME": f"{tmp}/cache"})
+            try:
+                figures["cold first cell"], _ = k.run(dep_cell)
+            finally:
+                k.close()
+        print(f"cold first cell (fresh machine): {figures['cold first cell']:.1f} s", flush=True)
+    else:
+        # Make sure the shared build directory is warm, as after `make lab`.
+        k = Kernel()
+        try:
+            k.run(dep_cell)
+        finally:
+            k.close()
+    k = Kernel()
+    try:
+        figures["kernel start"] = k.startup
+        figures["warm first cell"], _ = k.run(dep_cell)
+        k.run("use posenc::prelude::*;")
+        reruns = [k.run(TYPICAL_CELL)[0] for _ in range(args.reruns)]
+        figures["cell rerun (median)"] = statistics.median(reruns)
+        figures["cell rerun (max)"] = max(reruns)
+    finally:
+        k.close()
+    print(f"kernel start: {figures['kernel start']:.1f} s", flush=True)
+    print(f"first cell of another notebook, after one has run: {figures['warm first cell']:.1f} s",
+          flush=True)
+    print(f"rerun of a typical cell (heatmap of a 128x64 table), {args.reruns} runs: median "
+          f"{figures['cell rerun (median)']:.2f} s, max {figures['cell rerun (max)']:.2f} s",
+          flush=True)
+    if args.collection:
+        start = time.monotonic()
+        rc = cmd_run(argparse.Namespace(notebooks=None, timeout=args.timeout, html_dir=None))
+        figures["collection"] = time.monotonic() - start
+        print(f"whole collection ({len(notebook_paths(None))} notebooks, sequential, warm): "
+              f"{figures['collection']:.1f} s{'' if rc == 0 else ' (FAILURES)'}", flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    timeout = int(os.environ.get("NOTEBOOK_TIMEOUT", "600"))
+
+    p = sub.add_parser("run", help="execute notebooks with fresh kernels")
+    p.add_argument("notebooks", nargs="*")
+    p.add_argument("--timeout", type=int, default=timeout,
+                   help="seconds per notebook (default: $NOTEBOOK_TIMEOUT or 600)")
+    p.add_argument("--html-dir", help="also write each executed notebook as HTML here")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("run-one", help=argparse.SUPPRESS)
+    p.add_argument("notebook")
+    p.add_argument("--cell-timeout", type=int, default=timeout)
+    p.add_argument("--html-dir")
+    p.add_argument("--first-cell", action="store_true")
+    p.set_defaults(func=cmd_run_one)
+
+    p = sub.add_parser("prewarm", help="build the notebook dependencies once")
+    p.add_argument("--timeout", type=int, default=int(os.environ.get("PREWARM_TIMEOUT", "2400")))
+    p.set_defaults(func=cmd_prewarm)
+
+    p = sub.add_parser("check-clean", help="fail if notebooks carry outputs")
+    p.add_argument("notebooks", nargs="*")
+    p.set_defaults(func=cmd_check_clean)
+
+    p = sub.add_parser("strip", help="remove outputs in place")
+    p.add_argument("notebooks", nargs="*")
+    p.set_defaults(func=cmd_strip)
+
+    p = sub.add_parser("timings", help="measure the README's performance figures")
+    p.add_argument("--cold", action="store_true",
+                   help="also build from nothing in a temporary directory (minutes)")
+    p.add_argument("--collection", action="store_true",
+                   help="also execute the whole collection, as `make test` does")
+    p.add_argument("--reruns", type=int, default=5)
+    p.add_argument("--timeout", type=int, default=timeout)
+    p.set_defaults(func=cmd_timings)
+
+    args = parser.parse_args()
+    sys.exit(args.func(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+//! Display helpers for the evcxr (Rust Jupyter) notebooks in `notebooks/`.
+//!
+//! Enabled by the `notebook` feature. A notebook needs a single dependency line,
+//!
+//! ```text
+//! :dep posenc = { path = "..", features = ["notebook"] }
+//! use posenc::prelude::*;
+//! ```
+//!
+//! because this module re-exports the crates the notebooks use ([`ndarray`], [`ndarray_rand`],
+//! [`plotly`], [`polars`]) next to three kinds of helper:
+//!
+//! - **figures**: [`heatmap`] and [`lines`] build the plots the notebooks draw again and
+//!   again, as a [`Figure`] (a [`plotly::Plot`] that displays itself offline);
+//! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
+//!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
+//!   ends in a `Figure` or a `DataFrame` displays it the same way;
+//! - **tables**: [`df_to_html`] renders a DataFrame as an HTML table.
+//!
+//! # How a display reaches the notebook
+//! evcxr reads the cell's standard output: a block
+//! `EVCXR_BEGIN_CONTENT <mime type>` … `EVCXR_END_CONTENT` becomes one entry of the cell's
+//! output, keyed by mime type. All blocks of one cell merge by mime type, so **one display
+//! per cell**: a second figure in the same cell replaces the first.
+//!
+//! A figure is sent twice, as `application/vnd.plotly.v1+json` (drawn by JupyterLab's plotly
+//! renderer, shipped with the Python `plotly` package the setup script installs) and as
+//! `text/html` (drawn by plotly.js; used by HTML export and by front-ends without the
+//! renderer). The first figure a kernel displays carries plotly.js itself, embedded, so
+//! nothing is fetched from the network; later figures use that copy.
+
+mod display;
+mod figures;
+mod table;
+
+pub use ::ndarray;
+pub use ::ndarray_rand;
+pub use ::plotly;
+pub use ::polars;
+
+pub use display::{
+    evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,
+    PLOTLY_JSON_MIME,
+};
+pub use figures::{heatmap, lines, lines_with, LineOptions};
+pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
+pub use table::{df_to_html, df_to_html_with, TableOptions};
