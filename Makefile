@@ -24,5 +24,15 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 
-doc:
-	RUSTDOCFLAGS="--html-in-header docs/katex-header.html" $(CARGO) doc --no-deps
+# API docs with formulas rendered offline: KaTeX (npm package, fetched once) is copied
+# next to the pages.
+KATEX_VERSION := 0.16.47
+doc: target/katex/package/dist/katex.min.js
+	RUSTDOCFLAGS="--html-in-header $(CURDIR)/docs/katex-header.html" $(CARGO) doc --no-deps
+	rm -rf target/doc/katex && cp -r target/katex/package/dist target/doc/katex
+	@echo "docs: target/doc/posenc/index.html"
+
+target/katex/package/dist/katex.min.js:
+	mkdir -p target/katex
+	cd target/katex && npm pack --silent katex@$(KATEX_VERSION) >/dev/null && tar xzf katex-$(KATEX_VERSION).tgz
+

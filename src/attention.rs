@@ -3,9 +3,11 @@
 //!
 //! For one head with queries $q_i$, keys $k_j$ and values $v_j$ (rows of `[L, d]` arrays):
 //!
-//! $$ s_{ij} = c \,\big(q'_i \cdot k'_j + t_{ij}\big) + b_{ij}, \qquad
-//!    \alpha_{ij} = \operatorname{softmax}_j(s_{ij}), \qquad
-//!    o_i = \sum_j \alpha_{ij} v_j + \sum_j \alpha_{ij} a^V_{ij} $$
+//! ```math
+//! s_{ij} = c \ \big(q'_i \cdot k'_j + t_{ij}\big) + b_{ij}, \qquad
+//! \alpha_{ij} = \operatorname{softmax}_j(s_{ij}), \qquad
+//! o_i = \sum_j \alpha_{ij} v_j + \sum_j \alpha_{ij} a^V_{ij}
+//! ```
 //!
 //! where each scheme supplies only its difference through [`PositionScheme`]:
 //! * $q', k'$: q and k after [`PositionScheme::transform_qk`] (absolute schemes add $p_i$,

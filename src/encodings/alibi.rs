@@ -15,9 +15,11 @@
 //! remaining $n - c$ are the odd-indexed ones ($h = 1, 3, 5, \dots$) of the slopes for $2c$
 //! heads. The bias is
 //!
-//! $$ b^{(h)}_{ij} = -m_h\,|i - j| $$
+//! ```math
+//! b^{(h)}_{ij} = -m_h\ |i - j|
+//! ```
 //!
-//! (for causal attention, $-m_h (i - j)$; Bloom adds $m_h\,j$ instead, which differs by a
+//! (for causal attention, $-m_h (i - j)$; Bloom adds $m_h\ j$ instead, which differs by a
 //! per-row constant and so gives the same softmax).
 
 use ndarray::{Array2, Array3};

@@ -15,8 +15,10 @@
 //! With $\delta_{ij}$ the bucketed relative position *query − key* (HF convention),
 //! $s$ the attention span and $\text{idx}_{ij} = \operatorname{clip}(\delta_{ij} + s, 0, 2s-1)$:
 //!
-//! $$ A_{ij} = \frac{q_i \cdot k_j + q_i \cdot K^r_{\text{idx}_{ij}}
-//!    + k_j \cdot Q^r_{\text{idx}_{ij}}}{\sqrt{3d}} $$
+//! ```math
+//! A_{ij} = \frac{q_i \cdot k_j + q_i \cdot K^r_{\text{idx}_{ij}}
+//! + k_j \cdot Q^r_{\text{idx}_{ij}}}{\sqrt{3d}}
+//! ```
 //!
 //! Note the p2c index: the reference code gathers `k·Q^rᵀ` at `clip(−δ + s)` over the
 //! key-by-key matrix and then transposes, which lands on the same $\text{idx}_{ij}$ as c2p
@@ -25,9 +27,11 @@
 //! Log buckets ([`make_log_bucket_position`]) with $m = \lfloor\text{bucket\_size}/2\rfloor$
 //! keep $|\delta| \le m$ exact and compress larger ones:
 //!
-//! $$ \text{bucket}(\delta) = \operatorname{sign}(\delta)\Big(\Big\lceil
-//!    \frac{\ln(|\delta|/m)}{\ln((\text{max\_position}-1)/m)}(m-1)\Big\rceil + m\Big),
-//!    \quad |\delta| > m $$
+//! ```math
+//! \text{bucket}(\delta) = \operatorname{sign}(\delta)\Big(\Big\lceil
+//! \frac{\ln(|\delta|/m)}{\ln((\text{max\_position}-1)/m)}(m-1)\Big\rceil + m\Big),
+//! \quad |\delta| > m
+//! ```
 
 use ndarray::{Array2, ArrayView2};
 use ndarray_rand::rand::SeedableRng;

@@ -10,9 +10,11 @@
 //! interpolation"). A log transform $\psi$ spends more resolution on nearby keys, and a learned
 //! threshold $L$ keeps short contexts from being stretched: below $L$ the normaliser is fixed.
 //!
-//! $$ b_h(i, j) = f_\theta\!\left(\frac{\psi(i-j)}{\psi(\max(L, i))}\right)_h, \qquad
-//!    \psi(x) = \ln(c\,x + 1), \qquad
-//!    f_\theta(x) = W_2^\top \operatorname{ReLU}(w_1 x + b_1) + b_2 $$
+//! ```math
+//! b_h(i, j) = f_\theta\left(\frac{\psi(i-j)}{\psi(\max(L, i))}\right)_h, \qquad
+//! \psi(x) = \ln(c\ x + 1), \qquad
+//! f_\theta(x) = W_2^\top \operatorname{ReLU}(w_1 x + b_1) + b_2
+//! ```
 //!
 //! for causal $j \le i$, with $c > 0$ and $L > 0$ learnable. Defaults, from the reference
 //! PyTorch listing in the paper's appendix (`init_c = 0.1`, `init_L = 512`, `mlp_width = 32`):
@@ -36,7 +38,7 @@ pub const DEFAULT_THRESHOLD: f32 = 512.0;
 /// The paper's MLP width, 32.
 pub const DEFAULT_HIDDEN: usize = 32;
 
-/// The normalised distance $\psi(|i-j|)\,/\,\psi(\max(L, i))$ with $\psi(x) = \ln(cx + 1)$ for a
+/// The normalised distance $\psi(|i-j|)\ /\ \psi(\max(L, i))$ with $\psi(x) = \ln(cx + 1)$ for a
 /// query at position `i` and a key at `j`; in $[0, 1]$ for $j \le i$, 0 on the diagonal, and
 /// exactly 1 at $j = 0$ once $i \ge L$. Future keys ($j > i$) use $|i-j|$, as the paper's code.
 ///

@@ -10,8 +10,10 @@
 //! a **power** penalty $r_1|i-j|^{r_2}$ ($r_2 = 1$ is ALiBi) and a **logarithmic** penalty
 //! $r_1\ln(1 + r_2|i-j|)$, which flattens at long range and extrapolated best in the paper.
 //!
-//! $$ b^{\log}_{ij} = -r_1 \ln\!\big(1 + r_2\,|i-j|\big), \quad r_1, r_2 > 0; \qquad
-//!    b^{\text{power}}_{ij} = -r_1\,|i-j|^{r_2}, \quad r_1 > 0,\; 0 < r_2 \le 2. $$
+//! ```math
+//! b^{\log}_{ij} = -r_1 \ln\big(1 + r_2\ |i-j|\big), \quad r_1, r_2 > 0; \qquad
+//! b^{\text{power}}_{ij} = -r_1\ |i-j|^{r_2}, \quad r_1 > 0,\  0 < r_2 \le 2.
+//! ```
 
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};

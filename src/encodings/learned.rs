@@ -12,8 +12,10 @@
 //! beyond the training length. Rows start as Gaussian noise $\mathcal N(0, \sigma^2)$
 //! (GPT-2: $\sigma = 0.01$, BERT: $0.02$).
 //!
-//! $$ x'_p = x_p + e_p, \qquad e_p = E_{p,:}, \quad E \in \mathbb R^{P\times d},
-//!    \quad E_{p,c} \sim \mathcal N(0, \sigma^2) \text{ at initialisation} $$
+//! ```math
+//! x'_p = x_p + e_p, \qquad e_p = E_{p,:}, \quad E \in \mathbb R^{P\times d},
+//! \quad E_{p,c} \sim \mathcal N(0, \sigma^2) \text{ at initialisation}
+//! ```
 
 use ndarray::{Array2, ArrayView2};
 use ndarray_rand::rand::rngs::StdRng;

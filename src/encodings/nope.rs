@@ -8,7 +8,9 @@
 //! the hidden states (the first layer can count). Bidirectional attention without positions
 //! is permutation-equivariant and cannot tell "I like apples" from "apples like I".
 //!
-//! $$ s_{ij} = \frac{q_i \cdot k_j}{\sqrt d} $$
+//! ```math
+//! s_{ij} = \frac{q_i \cdot k_j}{\sqrt d}
+//! ```
 
 use crate::attention::PositionScheme;
 

@@ -9,10 +9,15 @@
 //! Offsets beyond $\pm k$ share the edge vectors, on the hypothesis that precise relative
 //! position stops mattering beyond some distance; this also makes the model accept any length.
 //!
-//! $$ \text{idx}_{ij} = \operatorname{clip}(j - i, -k, k) + k, \qquad
-//!    a^K_{ij} = w^K_{\text{idx}_{ij}}, \quad a^V_{ij} = w^V_{\text{idx}_{ij}} $$
-//! $$ e_{ij} = \frac{q_i \cdot (k_j + a^K_{ij})}{\sqrt d}, \qquad
-//!    z_i = \sum_j \alpha_{ij} (v_j + a^V_{ij}) $$
+//! ```math
+//! \text{idx}_{ij} = \operatorname{clip}(j - i, -k, k) + k, \qquad
+//! a^K_{ij} = w^K_{\text{idx}_{ij}}, \quad a^V_{ij} = w^V_{\text{idx}_{ij}}
+//! ```
+//!
+//! ```math
+//! e_{ij} = \frac{q_i \cdot (k_j + a^K_{ij})}{\sqrt d}, \qquad
+//! z_i = \sum_j \alpha_{ij} (v_j + a^V_{ij})
+//! ```
 //!
 //! with $w^K, w^V \in \mathbb{R}^{(2k+1) \times d}$.
 
@@ -142,7 +147,7 @@ impl ShawRelative {
         })
     }
 
-    /// $q_i \cdot a^K_{ij}$, `[Lq, Lk]`, computed fast: $(q\,{w^K}^\top)_{i,\text{idx}_{ij}}$.
+    /// $q_i \cdot a^K_{ij}$, `[Lq, Lk]`, computed fast: $(q\ {w^K}^\top)_{i,\text{idx}_{ij}}$.
     ///
     /// # Errors
     /// When q's width differs from the key table's, or `lq > lk`.

@@ -11,10 +11,12 @@
 //!
 //! With $\omega_i = \text{base}^{-2i/d}$, $i = 0..d/2$, the **interleaved** layout (the paper's) is
 //!
-//! $$ \mathrm{PE}(p, 2i) = \sin(p\,\omega_i), \qquad \mathrm{PE}(p, 2i+1) = \cos(p\,\omega_i) $$
+//! ```math
+//! \mathrm{PE}(p, 2i) = \sin(p\ \omega_i), \qquad \mathrm{PE}(p, 2i+1) = \cos(p\ \omega_i)
+//! ```
 //!
 //! and the **concatenated** layout used by Transformer-XL and fairseq is
-//! $[\sin(p\,\omega_0), \dots, \sin(p\,\omega_{d/2-1}), \cos(p\,\omega_0), \dots]$.
+//! $[\sin(p\ \omega_0), \dots, \sin(p\ \omega_{d/2-1}), \cos(p\ \omega_0), \dots]$.
 
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
@@ -99,12 +101,14 @@ pub fn sinusoidal_table(positions: usize, dim: usize) -> Result<Array2<f32>> {
     sinusoidal_embedding(&p, dim, DEFAULT_BASE, SinusoidalLayout::Interleaved)
 }
 
-/// The fixed linear map $M_k$ with $\mathrm{PE}(p+k) = M_k\,\mathrm{PE}(p)$ for every $p$
+/// The fixed linear map $M_k$ with $\mathrm{PE}(p+k) = M_k\ \mathrm{PE}(p)$ for every $p$
 /// (interleaved layout): block-diagonal, one $2\times2$ block per frequency,
 ///
-/// $$ \begin{pmatrix}\sin (p+k)\omega \\ \cos (p+k)\omega\end{pmatrix} =
-///    \begin{pmatrix}\cos k\omega & \sin k\omega \\ -\sin k\omega & \cos k\omega\end{pmatrix}
-///    \begin{pmatrix}\sin p\omega \\ \cos p\omega\end{pmatrix}. $$
+/// ```math
+/// \begin{pmatrix}\sin (p+k)\omega \\ \cos (p+k)\omega\end{pmatrix} =
+/// \begin{pmatrix}\cos k\omega & \sin k\omega \\ -\sin k\omega & \cos k\omega\end{pmatrix}
+/// \begin{pmatrix}\sin p\omega \\ \cos p\omega\end{pmatrix}.
+/// ```
 ///
 /// # Errors
 /// When `dim` is odd or zero, or `base` is not above 1.

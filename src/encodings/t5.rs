@@ -13,9 +13,11 @@
 //! With $n$ buckets (halved to $n' = n/2$ and offset by $n'$ for $r > 0$ when bidirectional;
 //! causal attention uses $a = \max(-r, 0)$, bidirectional $a = |r|$), $e = n'/2$ exact buckets:
 //!
-//! $$ \text{bucket}(a) = \begin{cases} a & a < e \\
-//!   \min\!\Big(n'-1,\; e + \big\lfloor \frac{\ln(a/e)}{\ln(\text{max\_distance}/e)}\,(n'-e)
-//!   \big\rfloor\Big) & a \ge e \end{cases} $$
+//! ```math
+//! \text{bucket}(a) = \begin{cases} a & a < e \\
+//! \min\Big(n'-1,\  e + \big\lfloor \frac{\ln(a/e)}{\ln(\text{max\_distance}/e)}\ (n'-e)
+//! \big\rfloor\Big) & a \ge e \end{cases}
+//! ```
 //!
 //! and the score bias is $b_{ij} = B[\text{bucket}(j - i), h]$ for a table
 //! $B \in \mathbb{R}^{n \times H}$. The logarithm is computed in `f32` as the reference does, so

@@ -11,8 +11,10 @@
 //! its own projections $U^Q, U^K$, the mixed terms are dropped, both remaining terms are scaled by
 //! $1/\sqrt{2d}$ to keep the variance of the sum, and a T5-style relative bucket bias is added:
 //!
-//! $$ \alpha_{ij} = \frac{1}{\sqrt{2d}}\,(x_i W^Q)(x_j W^K)^\top
-//!    + \frac{1}{\sqrt{2d}}\,(p_i U^Q)(p_j U^K)^\top + b_{j-i}. $$
+//! ```math
+//! \alpha_{ij} = \frac{1}{\sqrt{2d}}\ (x_i W^Q)(x_j W^K)^\top
+//! + \frac{1}{\sqrt{2d}}\ (p_i U^Q)(p_j U^K)^\top + b_{j-i}.
+//! ```
 //!
 //! Left out: the paper's special untied treatment of the `[CLS]` token, and per-head $U$
 //! (one pair of projections serves every head here).
@@ -191,7 +193,7 @@ mod tests {
     use crate::attention::attention;
     use ndarray_rand::rand_distr::StandardNormal;
 
-    /// Oracle: $\sum_{a,b,c} p_{ia} U^Q_{ac}\, p_{jb} U^K_{bc}$.
+    /// Oracle: $\sum_{a,b,c} p_{ia} U^Q_{ac}\  p_{jb} U^K_{bc}$.
     fn naive_position_term(t: &Tupe, lq: usize, lk: usize) -> Array2<f32> {
         let (d_model, d) = t.u_q.dim();
         let mut out = Array2::zeros((lq, lk));

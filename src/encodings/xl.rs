@@ -12,7 +12,9 @@
 //! (position bias), because a query should not favour keys differently depending on where the
 //! query itself is:
 //!
-//! $$ A_{ij} = \underbrace{q_i \cdot k_j}_{(a)} + \underbrace{q_i \cdot r_{i-j}}_{(b)} + \underbrace{u \cdot k_j}_{(c)} + \underbrace{v \cdot r_{i-j}}_{(d)} $$
+//! ```math
+//! A_{ij} = \underbrace{q_i \cdot k_j}_{(a)} + \underbrace{q_i \cdot r_{i-j}}_{(b)} + \underbrace{u \cdot k_j}_{(c)} + \underbrace{v \cdot r_{i-j}}_{(d)}
+//! ```
 //!
 //! that is $A_{ij} = (q_i + u) \cdot k_j + (q_i + v) \cdot r_{i-j}$ with $r_{i-j} = R_{i-j} W_R$.
 //!
@@ -82,7 +84,7 @@ impl AbsoluteExpansion {
 
 /// Transformer-XL's `_rel_shift` for one head, `[Lq, Lk] -> [Lq, Lk]`: pad a zero column on
 /// the left, view the `[Lq, Lk+1]` buffer as `[Lk+1, Lq]`, drop its first row, view the rest
-/// as `[Lq, Lk]`. Entry $(i, j)$ of the result is $x_{i,\,L_q + j - i - 1}$ for
+/// as `[Lq, Lk]`. Entry $(i, j)$ of the result is $x_{i,\ L_q + j - i - 1}$ for
 /// $j \le L_k - L_q + i$ and junk above.
 pub fn rel_shift(x: ArrayView2<f32>) -> Array2<f32> {
     let (lq, lk) = x.dim();
@@ -98,7 +100,7 @@ pub fn rel_shift(x: ArrayView2<f32>) -> Array2<f32> {
 
 /// XLNet's `rel_shift` for one head: `x` is `[Lq, Lk + Lq]` over distances
 /// $L_k, L_k-1, \dots, -L_q+1$; view as `[Lk+Lq, Lq]`, drop the first row, view as
-/// `[Lq, Lk+Lq-1]`, keep the first `lk` columns. Entry $(i, j)$ is $x_{i,\,L_q + j - i}$, the
+/// `[Lq, Lk+Lq-1]`, keep the first `lk` columns. Entry $(i, j)$ is $x_{i,\ L_q + j - i}$, the
 /// distance $(L_k - L_q + i) - j$, for every $(i, j)$.
 ///
 /// # Errors

@@ -15,10 +15,12 @@
 //! $\gamma = 0.4$, scale base $B = 512$ and the $2\times2$ rotation $R(\cdot)$ acting on the
 //! interleaved pair $(2i, 2i+1)$:
 //!
-//! $$ \tilde q_m^{(i)} = \zeta_i^{m/B} R(m\theta_i)\, q_m^{(i)}, \qquad
-//!    \tilde k_n^{(i)} = \zeta_i^{-n/B} R(n\theta_i)\, k_n^{(i)}, \qquad
-//!    \tilde q_m\cdot\tilde k_n = \sum_{i} \zeta_i^{(m-n)/B}\,
-//!    \big(R((m-n)\theta_i)\, q^{(i)}\big)\cdot k^{(i)}. $$
+//! ```math
+//! \tilde q_m^{(i)} = \zeta_i^{m/B} R(m\theta_i)\  q_m^{(i)}, \qquad
+//! \tilde k_n^{(i)} = \zeta_i^{-n/B} R(n\theta_i)\  k_n^{(i)}, \qquad
+//! \tilde q_m\cdot\tilde k_n = \sum_{i} \zeta_i^{(m-n)/B}\
+//! \big(R((m-n)\theta_i)\  q^{(i)}\big)\cdot k^{(i)}.
+//! ```
 
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use serde::{Deserialize, Serialize};
@@ -33,7 +35,7 @@ pub const DEFAULT_SCALE_BASE: f64 = 512.0;
 /// $\gamma = 0.4$ in $\zeta_i = (2i/d + \gamma)/(1 + \gamma)$ (torchscale's `0.4 * head_dim`).
 pub const GAMMA: f64 = 0.4;
 
-/// xPos on heads of width `dim`: rotate pair $i$ by $p\,\theta_i$ and scale it by
+/// xPos on heads of width `dim`: rotate pair $i$ by $p\ \theta_i$ and scale it by
 /// $\zeta_i^{\pm p/B}$ (queries $+$, keys $-$).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct XPos {
@@ -181,7 +183,7 @@ impl XPos {
     /// The positions of `lq` queries and `lk` keys under the crate's convention,
     /// shifted by $-\lfloor L_k/2\rfloor$ as torchscale does: a common shift changes no score
     /// (only $m-n$ matters) and halves the largest $|p|$, so $\zeta^{\pm p/B}$ stays within f32
-    /// range up to $L_k \approx 70\,000$ at $B = 512$ (about $36\,000$ uncentred).
+    /// range up to $L_k \approx 70\ 000$ at $B = 512$ (about $36\ 000$ uncentred).
     /// Returns `(query_positions, key_positions)`.
     pub fn centred_positions(lq: usize, lk: usize) -> (Vec<f64>, Vec<f64>) {
         let centre = (lk / 2) as f64;
@@ -192,7 +194,7 @@ impl XPos {
         (queries, keys)
     }
 
-    /// The bound $\sum_i \zeta_i^{\delta/B}\, \lVert q^{(i)}\rVert\, \lVert k^{(i)}\rVert$ on
+    /// The bound $\sum_i \zeta_i^{\delta/B}\  \lVert q^{(i)}\rVert\  \lVert k^{(i)}\rVert$ on
     /// $|\tilde q_m\cdot\tilde k_n|$ at distance $\delta = m - n$ (rotations preserve pair norms);
     /// non-increasing in $\delta \ge 0$ since every $\zeta_i < 1$.
     ///
@@ -224,7 +226,7 @@ impl XPos {
 
 /// GPT-J-style interleaved rotation of pairs $(2i, 2i+1)$ by `angle[r, i]`, then scaling by
 /// `scale[r, i]`:
-/// $(x_{2i}, x_{2i+1}) \mapsto s\,(x_{2i}\cos\phi - x_{2i+1}\sin\phi,\; x_{2i+1}\cos\phi + x_{2i}\sin\phi)$.
+/// $(x_{2i}, x_{2i+1}) \mapsto s\ (x_{2i}\cos\phi - x_{2i+1}\sin\phi,\  x_{2i+1}\cos\phi + x_{2i}\sin\phi)$.
 /// The caller guarantees `angle` and `scale` are `[x.nrows(), x.ncols()/2]`.
 fn rotate_interleaved_scaled(
     x: ArrayView2<f32>,

@@ -10,10 +10,12 @@
 //! since $R_{m\theta}^\top R_{n\theta} = R_{(n-m)\theta}$; in $d$ dimensions RoPE rotates
 //! $d/2$ independent pairs, pair $i$ at frequency $\theta_i = b^{-2i/d}$:
 //!
-//! $$ f(x, m)_{\text{pair } i} = \begin{pmatrix}\cos m\theta_i & -\sin m\theta_i \\
-//!    \sin m\theta_i & \cos m\theta_i\end{pmatrix} \begin{pmatrix} x_{i,1} \\ x_{i,2}
-//!    \end{pmatrix}, \qquad f(q, m)\cdot f(k, n) = \sum_i \operatorname{Re}\big[
-//!    \tilde q_i \overline{\tilde k_i}\, e^{\mathrm{i}(m-n)\theta_i}\big] $$
+//! ```math
+//! f(x, m)_{\text{pair } i} = \begin{pmatrix}\cos m\theta_i & -\sin m\theta_i \\
+//! \sin m\theta_i & \cos m\theta_i\end{pmatrix} \begin{pmatrix} x_{i,1} \\ x_{i,2}
+//! \end{pmatrix}, \qquad f(q, m)\cdot f(k, n) = \sum_i \operatorname{Re}\big[
+//! \tilde q_i \overline{\tilde k_i}\  e^{\mathrm{i}(m-n)\theta_i}\big]
+//! ```
 //!
 //! Rotations keep norms. Which dimensions form a pair is a memory layout:
 //! **interleaved** ($x_{2i}, x_{2i+1}$; GPT-J, RoFormer, [`rope_interleaved`]) or

@@ -8,9 +8,9 @@
 //! |---|---|---|
 //! | none | $\theta_i$ | 1 |
 //! | linear (PI) | $\theta_i / s$ | 1 |
-//! | NTK-aware | $\theta_i$ with $b' = b\,s^{d/(d-2)}$ | 1 |
-//! | dynamic NTK | $\theta_i$ with $b' = b\,(s\,\ell/L - (s-1))^{d/(d-2)}$, $\ell = \max(\text{len}, L)$ | 1 |
-//! | YaRN | $\theta_i\,\big((1-\gamma_i)/s + \gamma_i\big)$, $\gamma_i$ a ramp over dims | $0.1 \ln s + 1$ |
+//! | NTK-aware | $\theta_i$ with $b' = b\ s^{d/(d-2)}$ | 1 |
+//! | dynamic NTK | $\theta_i$ with $b' = b\ (s\ \ell/L - (s-1))^{d/(d-2)}$, $\ell = \max(\text{len}, L)$ | 1 |
+//! | YaRN | $\theta_i\ \big((1-\gamma_i)/s + \gamma_i\big)$, $\gamma_i$ a ramp over dims | $0.1 \ln s + 1$ |
 //! | Llama3 | $\theta_i$ (high freq.), $\theta_i/s$ (low), smooth blend between | 1 |
 
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,7 @@ pub enum RopeScaling {
         /// $s > 0$.
         factor: f64,
     },
-    /// NTK-aware (bloc97 2023): base raised to $b\,s^{d/(d-2)}$, fixed.
+    /// NTK-aware (bloc97 2023): base raised to $b\ s^{d/(d-2)}$, fixed.
     NtkAware {
         /// $s > 0$.
         factor: f64,
@@ -222,7 +222,7 @@ pub(crate) fn default_inv_freq(dim: usize, base: f64) -> Vec<f32> {
         .collect()
 }
 
-/// $0.1\,m \ln s + 1$ for $s > 1$, else 1 (YaRN's `get_mscale`).
+/// $0.1\ m \ln s + 1$ for $s > 1$, else 1 (YaRN's `get_mscale`).
 pub fn yarn_mscale(factor: f64, mscale: f64) -> f64 {
     if factor <= 1.0 {
         1.0
