@@ -2,17 +2,21 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: lab test test-rust build fmt-check clippy doc
+.PHONY: lab test test-rust test-notebooks notebook-setup notebooks-check-clean notebooks-strip \
+	notebooks-prewarm html browser-check test-notebook-helpers clippy-notebook \
+	notebook-timings build fmt-check clippy doc
 
-# Set up and open the notebooks (extended by the notebook toolchain).
-lab: build
+# Install what the notebooks need (only what is missing), build the binary and the notebook
+# dependencies, then open JupyterLab on notebooks/ (NO_BROWSER=1 on headless machines).
+lab: notebook-setup build notebooks-prewarm
+	scripts/lab
 
 # The release binary used by notebooks and the CLI.
 build:
 	$(CARGO) build --release --bin posenc
 
 # Every test.
-test: test-rust
+test: test-rust test-notebooks
 
 test-rust: fmt-check clippy
 	$(CARGO) test --all-targets
@@ -36,3 +40,56 @@ target/katex/package/dist/katex.min.js:
 	mkdir -p target/katex
 	cd target/katex && npm pack --silent katex@$(KATEX_VERSION) >/dev/null && tar xzf katex-$(KATEX_VERSION).tgz
 
+# --- Notebooks (scripts/, notebooks/, src/notebook/) -----------------------------------------
+NB := .venv/bin/python scripts/notebooks.py
+# Seconds per notebook, and for the first build of the notebook dependencies.
+NOTEBOOK_TIMEOUT ?= 600
+PREWARM_TIMEOUT ?= 2400
+NOTEBOOK_HTML := target/notebooks-html
+# The `notebook` feature's own tests build polars and plotly at opt-level 0, as the notebooks
+# do: the dev profile's opt-level 3 for dependencies would take about 25 minutes here.
+NOTEBOOK_CARGO := $(CARGO) --config 'profile.dev.package."*".opt-level=0'
+
+# venv (.venv/), evcxr_jupyter, the "rust" kernel; each step skips what is already there.
+notebook-setup:
+	scripts/setup venv evcxr kernel
+
+# Executes every notebook in notebooks/ with a fresh kernel (fails on any error, on output
+# written to stderr, or past NOTEBOOK_TIMEOUT), writes them as HTML, and checks in headless
+# Chromium that their figures draw offline.
+test-notebooks: notebook-setup notebooks-check-clean test-notebook-helpers clippy-notebook \
+		notebooks-prewarm
+	scripts/setup browser
+	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
+	scripts/browser-check
+
+# Committed notebooks carry no outputs (clear them with `make notebooks-strip`).
+notebooks-check-clean: notebook-setup
+	$(NB) check-clean
+
+notebooks-strip: notebook-setup
+	$(NB) strip
+
+# Builds the notebook dependencies once into the shared evcxr build directory (.evcxr/).
+notebooks-prewarm: notebook-setup
+	$(NB) prewarm --timeout $(PREWARM_TIMEOUT)
+
+# Executed notebooks as HTML, in target/notebooks-html/.
+html: notebook-setup notebooks-prewarm
+	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
+
+# The headless-Chromium plot check alone, on the HTML of `make html`.
+browser-check:
+	scripts/setup browser
+	scripts/browser-check
+
+test-notebook-helpers:
+	$(NOTEBOOK_CARGO) test --features notebook --lib notebook::
+	$(NOTEBOOK_CARGO) test --features notebook --doc notebook
+
+clippy-notebook:
+	$(NOTEBOOK_CARGO) clippy --all-targets --features notebook -- -D warnings
+
+# The README's notebook performance figures (--cold: also a build from nothing, minutes).
+notebook-timings: notebook-setup notebooks-prewarm
+	$(NB) timings --collection $(TIMINGS_ARGS)

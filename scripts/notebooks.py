@@ -40,14 +40,30 @@ def notebook_paths(args_paths):
     return sorted(NOTEBOOKS.glob("*.ipynb"))
 
 
-def kernel_env():
-    """Environment for kernels: our kernelspec first, cargo on PATH."""
-    env = dict(os.environ)
-    env["JUPYTER_PATH"] = os.pathsep.join(
-        p for p in [str(ROOT / ".venv" / "share" / "jupyter"), env.get("JUPYTER_PATH", "")] if p
+# scripts/setup registers the "rust" kernel (scripts/evcxr-kernel) here; first on JUPYTER_PATH,
+# it wins over any other "rust" kernel, such as the one `evcxr_jupyter --install` writes.
+KERNELS_PATH = ROOT / ".venv" / "share" / "posenc" / "jupyter"
+if str(KERNELS_PATH) not in os.environ.get("JUPYTER_PATH", "").split(os.pathsep):
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(
+        p for p in [str(KERNELS_PATH), os.environ.get("JUPYTER_PATH", "")] if p
     )
+
+
+def kernel_env():
+    """Environment for kernels: cargo on PATH."""
+    env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path.home() / ".cargo" / "bin"), env.get("PATH", "")])
     return env
+
+
+def check_kernel():
+    """Fail early, and clearly, if the kernel is not ours."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec(KERNEL)
+    if not spec.argv or not spec.argv[0].endswith("evcxr-kernel"):
+        raise SystemExit(f"kernel {KERNEL!r} is {spec.argv}, not scripts/evcxr-kernel: "
+                         "run scripts/setup kernel")
 
 
 def rel(path):
@@ -170,6 +186,7 @@ def run_isolated(path, timeout, html_dir=None, first_cell=False):
 
 
 def cmd_run(args):
+    check_kernel()
     paths = notebook_paths(args.notebooks)
     if not paths:
         print("no notebooks found", file=sys.stderr)
@@ -190,6 +207,7 @@ def cmd_run(args):
 
 
 def cmd_prewarm(args):
+    check_kernel()
     paths = notebook_paths(None)
     if not paths:
         print("prewarm: no notebooks", file=sys.stderr)
@@ -303,6 +321,7 @@ fig"""
 
 
 def cmd_timings(args):
+    check_kernel()
     dep_cell = first_code_cell(notebook_paths(None)[0])
     print("notebook timings (this machine: "
           f"{os.cpu_count()} cores); first cell:\n  " + dep_cell.replace("\n", "\n  "), flush=True)

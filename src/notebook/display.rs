@@ -2,7 +2,7 @@
 //! the [`Show`] trait that ties them together.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use plotly::Plot;
@@ -16,10 +16,34 @@ pub const PLOTLY_JSON_MIME: &str = "application/vnd.plotly.v1+json";
 /// Height of a figure's `<div>` in pixels when the layout does not set one.
 const DEFAULT_HEIGHT_PX: usize = 460;
 
-/// Whether this process has already sent plotly.js to the notebook.
-static PLOTLY_JS_SENT: AtomicBool = AtomicBool::new(false);
-/// Counter that makes every figure's `<div id>` unique within one page.
-static NEXT_FIGURE: AtomicU64 = AtomicU64::new(0);
+/// Set in the process environment once plotly.js has been sent to the notebook.
+///
+/// Not a Rust `static`: evcxr links the crate into every cell's library anew, so each cell
+/// would see a fresh copy of a static; the environment is one per kernel process.
+const PLOTLY_JS_SENT_VAR: &str = "POSENC_NOTEBOOK_PLOTLY_JS_SENT";
+
+/// Whether plotly.js still has to be sent, and from now on not any more.
+fn take_plotly_js_turn() -> bool {
+    if std::env::var_os(PLOTLY_JS_SENT_VAR).is_some() {
+        return false;
+    }
+    std::env::set_var(PLOTLY_JS_SENT_VAR, "1");
+    true
+}
+
+/// A `<div id>` unique within the page: process, time and a counter, since a per-cell copy of
+/// a counter alone would repeat from cell to cell (see [`PLOTLY_JS_SENT_VAR`]).
+fn new_div_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "posenc-figure-{}-{nanos}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 /// A value the notebook can display: its representations, one per mime type.
 ///
@@ -96,21 +120,13 @@ impl Show for DataFrame {
 
 impl Show for Plot {
     fn mime_bundle(&self) -> Vec<(&'static str, String)> {
-        let id = NEXT_FIGURE.fetch_add(1, Ordering::Relaxed);
-        // plotly.js goes with the first figure of the process, which is the first figure of
+        // plotly.js goes with the first figure of the kernel, which is the first figure of
         // the notebook when it runs top to bottom (HTML export, CI).
-        let include_js = !PLOTLY_JS_SENT.swap(true, Ordering::Relaxed);
+        let include_js = take_plotly_js_turn();
         let traces = trace_count(self);
         vec![
             (PLOTLY_JSON_MIME, self.to_json()),
-            (
-                "text/html",
-                figure_html(
-                    self,
-                    &format!("posenc-figure-{}-{id}", std::process::id()),
-                    include_js,
-                ),
-            ),
+            ("text/html", figure_html(self, &new_div_id(), include_js)),
             (
                 "text/plain",
                 format!("<plotly figure with {traces} trace(s)>"),
@@ -320,7 +336,14 @@ mod tests {
             .sum();
         // Other tests may have sent it already; never more than once.
         assert!(sent <= 1);
-        assert!(PLOTLY_JS_SENT.load(Ordering::Relaxed));
+        assert!(std::env::var_os(PLOTLY_JS_SENT_VAR).is_some());
+        assert!(!take_plotly_js_turn());
+    }
+
+    #[test]
+    fn div_ids_do_not_repeat() {
+        let ids: std::collections::HashSet<_> = (0..100).map(|_| new_div_id()).collect();
+        assert_eq!(ids.len(), 100);
     }
 
     #[test]
