@@ -47,8 +47,10 @@ NOTEBOOK_TIMEOUT ?= 600
 PREWARM_TIMEOUT ?= 2400
 NOTEBOOK_HTML := target/notebooks-html
 # The `notebook` feature's own tests build polars and plotly at opt-level 0, as the notebooks
-# do: the dev profile's opt-level 3 for dependencies would take about 25 minutes here.
-NOTEBOOK_CARGO := $(CARGO) --config 'profile.dev.package."*".opt-level=0'
+# do (the dev profile's opt-level 3 for dependencies would take about 25 minutes here), in a
+# target directory of their own: none of these artifacts is shared with the other builds.
+NOTEBOOK_CARGO := $(CARGO) --config 'profile.dev.package."*".opt-level=0' \
+	--config 'build.target-dir="target/notebook-feature"'
 
 # venv (.venv/), evcxr_jupyter, the "rust" kernel; each step skips what is already there.
 notebook-setup:
