@@ -86,6 +86,10 @@ def execute_notebook(path, html_dir=None, cell_timeout=600, only_first_cell=Fals
     import nbformat
     from nbclient import NotebookClient
 
+    import warnings
+
+    # Cells without ids (nbformat < 4.5 files) are fine to execute; ids are added in memory.
+    warnings.filterwarnings("ignore", message="Cell is missing an id field")
     nb = nbformat.read(path, as_version=4)
     if only_first_cell:
         first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
