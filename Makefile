@@ -1,22 +1,24 @@
 # The two commands of the README: `make lab` and `make test`.
 SHELL := /bin/bash
 CARGO ?= cargo
+# The feature that adds the language model, training, evaluation and export (burn).
+TRAIN := --features train
 
 .PHONY: lab test test-rust test-notebooks notebook-setup notebooks-check-clean notebooks-strip \
 	notebooks-prewarm html browser-check test-notebook-helpers clippy-notebook \
-	notebook-timings build fmt-check clippy doc
+	notebook-timings test-train sweep bench build fmt-check clippy doc
 
 # Install what the notebooks need (only what is missing), build the binary and the notebook
 # dependencies, then open JupyterLab on notebooks/ (NO_BROWSER=1 on headless machines).
 lab: notebook-setup build notebooks-prewarm
 	scripts/lab
 
-# The release binary used by notebooks and the CLI.
+# The release binary used by notebooks and the CLI, with training (burn): target/release/posenc.
 build:
-	$(CARGO) build --release --bin posenc
+	$(CARGO) build --release $(TRAIN) --bin posenc
 
 # Every test.
-test: test-rust test-notebooks
+test: test-rust test-train test-notebooks
 
 test-rust: fmt-check clippy
 	$(CARGO) test --all-targets
@@ -27,6 +29,25 @@ fmt-check:
 
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
+
+# The byte LM (feature `train`, burn): burn-vs-reference attention for every scheme, finite-
+# difference gradients, causality, one-pass evaluation, resume, f16, export; then a smoke
+# sweep (tiny model, 3 steps per scheme). Tests and binary share the release profile, so burn
+# is built once.
+SMOKE_CSV := target/smoke/results/ppl_vs_length.csv
+test-train:
+	$(CARGO) test --release $(TRAIN) --lib --test train_equivalence --test train_gradients --test train_eval -- --nocapture
+	$(CARGO) run --release $(TRAIN) --bin posenc -- sweep --config data/configs/smoke.json --quiet
+	@test "$$(wc -l < $(SMOKE_CSV))" -eq 121 || { echo "smoke sweep: expected 120 rows in $(SMOKE_CSV)"; exit 1; }
+	@echo "smoke sweep: 120 rows (13 schemes, 5 RoPE scalings, 2 fine-tunes; 3 lengths; 2 modes) in $(SMOKE_CSV)"
+
+# The shipped results: every scheme trained and evaluated (data/checkpoints, data/results).
+sweep:
+	$(CARGO) run --release $(TRAIN) --bin posenc -- sweep
+
+# Training throughput against PyTorch (installs torch into target/bench-venv on first use).
+bench:
+	bench/run.sh
 
 # API docs with formulas rendered offline: KaTeX (npm package, fetched once) is copied
 # next to the pages.
@@ -39,6 +60,7 @@ doc: target/katex/package/dist/katex.min.js
 target/katex/package/dist/katex.min.js:
 	mkdir -p target/katex
 	cd target/katex && npm pack --silent katex@$(KATEX_VERSION) >/dev/null && tar xzf katex-$(KATEX_VERSION).tgz
+
 
 # --- Notebooks (scripts/, notebooks/, src/notebook/) -----------------------------------------
 NB := .venv/bin/python scripts/notebooks.py

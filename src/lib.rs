@@ -22,11 +22,23 @@
 //! ```
 
 pub mod attention;
+#[cfg(feature = "train")]
+pub mod data;
 pub mod dump;
 pub mod encodings;
 pub mod error;
+#[cfg(feature = "train")]
+pub mod eval;
+#[cfg(feature = "train")]
+pub mod experiment;
+#[cfg(feature = "train")]
+pub mod export;
+#[cfg(feature = "train")]
+pub mod model;
 #[cfg(feature = "notebook")]
 pub mod notebook;
+#[cfg(feature = "train")]
+pub mod train;
 
 pub use error::{Error, Result};
 

@@ -3,7 +3,15 @@
 //! ```text
 //! posenc dump t5-bucket --num-buckets 32 --max-distance 128 --min -20 --max 20
 //! posenc dump rope-freqs --dim 64 --base 10000 --scaling yarn --factor 4 --original-max 2048
+//! posenc train --scheme alibi --steps 600 --out data/checkpoints/alibi     # feature `train`
+//! posenc eval --checkpoint data/checkpoints/rope --scaling yarn --lengths 128,512,2048
+//! posenc sweep                                                            # every scheme
+//! posenc export attention --checkpoint data/checkpoints/t5 --length 2048 --pool 32
 //! ```
+
+#[cfg(feature = "train")]
+#[path = "posenc/train_cli.rs"]
+mod train_cli;
 
 use std::process::ExitCode;
 
@@ -32,6 +40,18 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Json, global = true)]
         format: Format,
     },
+    /// Train the byte-level language model with one position scheme.
+    #[cfg(feature = "train")]
+    Train(Box<train_cli::TrainArgs>),
+    /// Perplexity of a checkpoint versus length (prints and writes CSV).
+    #[cfg(feature = "train")]
+    Eval(Box<train_cli::EvalArgs>),
+    /// Train and evaluate every scheme (the results table).
+    #[cfg(feature = "train")]
+    Sweep(train_cli::SweepArgs),
+    /// What a checkpoint learned: T5 bias tables, pooled attention maps (CSV).
+    #[cfg(feature = "train")]
+    Export(train_cli::ExportArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -201,7 +221,17 @@ impl RopeArgs {
 }
 
 fn run(cli: Cli) -> Result<String, String> {
-    let Command::Dump { what, format } = cli.command;
+    let (what, format) = match cli.command {
+        Command::Dump { what, format } => (what, format),
+        #[cfg(feature = "train")]
+        Command::Train(args) => return train_cli::train(*args),
+        #[cfg(feature = "train")]
+        Command::Eval(args) => return train_cli::eval(*args),
+        #[cfg(feature = "train")]
+        Command::Sweep(args) => return train_cli::sweep(args),
+        #[cfg(feature = "train")]
+        Command::Export(args) => return train_cli::export(args),
+    };
     let err = |e: posenc::Error| e.to_string();
     let dump: Dump = match what {
         DumpWhat::T5Bucket {

@@ -1,0 +1,500 @@
+//! Perplexity versus length.
+//!
+//! **nonoverlap** (default): windows of the longest length $L_{max}$ tile the text without
+//! overlap; the score at length $L$ is the mean loss of the first $L$ positions of every
+//! window, i.e. of the windows of length $L$ starting at the same offsets. With causal
+//! attention and a *static* position scheme (every scheme here except dynamic NTK, whose
+//! frequencies depend on the sequence length, and per-length scaling factors), the loss at
+//! position $p < L$ of the long window equals the loss at $p$ of a window of length $L$, so
+//! one forward pass at $L_{max}$ gives every length. Otherwise the code runs one pass per
+//! length ([`EvalPlan::one_pass`] decides; `tests/train_eval.rs` proves both agree for
+//! static schemes).
+//!
+//! **sliding**: for each $L$, windows of length $L$ every $L/2$ bytes; each window scores its
+//! last $L/2$ positions (the first window all of them), so every byte is scored once with at
+//! least $L/2$ bytes of context. One pass per length.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::Device;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use crate::data::{read_split, window_starts};
+use crate::encodings::rope::RopeScaling;
+use crate::error::{invalid, Error, Result};
+use crate::model::checkpoint::write_atomic;
+use crate::model::{int_tensor, to_vec, Lm, ModelConfig, PositionContext, Scheme};
+use crate::train::CheckpointInfo;
+
+/// How windows are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Windows of the longest length, prefixes of length $L$ scored.
+    Nonoverlap,
+    /// Windows of length $L$ at stride $L/2$.
+    Sliding,
+}
+
+impl Mode {
+    /// `nonoverlap` or `sliding`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Nonoverlap => "nonoverlap",
+            Mode::Sliding => "sliding",
+        }
+    }
+}
+
+/// RoPE scaling applied at inference.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InferenceScaling {
+    /// `linear` (PI), `ntk`, `dynamic`, `yarn` or `llama3`.
+    pub kind: ScalingKind,
+    /// A fixed factor, or `None` for $L / L_{train}$ at each evaluated length $L$.
+    pub factor: Option<f64>,
+}
+
+/// The RoPE scalings of [`RopeScaling`], by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalingKind {
+    /// Position interpolation.
+    Linear,
+    /// NTK-aware base change.
+    Ntk,
+    /// Dynamic NTK.
+    Dynamic,
+    /// YaRN.
+    Yarn,
+    /// Llama 3.1.
+    Llama3,
+}
+
+impl ScalingKind {
+    /// Parses `linear`, `ntk`, `dynamic`, `yarn`, `llama3`.
+    ///
+    /// # Errors
+    /// An unknown name.
+    pub fn parse(name: &str) -> Result<Self> {
+        Ok(match name {
+            "linear" | "pi" => Self::Linear,
+            "ntk" => Self::Ntk,
+            "dynamic" => Self::Dynamic,
+            "yarn" => Self::Yarn,
+            "llama3" => Self::Llama3,
+            other => {
+                return Err(invalid(
+                    "scaling",
+                    other,
+                    "linear, ntk, dynamic, yarn or llama3",
+                ))
+            }
+        })
+    }
+
+    /// The command-line name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Linear => "linear",
+            Self::Ntk => "ntk",
+            Self::Dynamic => "dynamic",
+            Self::Yarn => "yarn",
+            Self::Llama3 => "llama3",
+        }
+    }
+
+    /// The scaling with factor `factor` for a model trained at `train_len`.
+    pub fn scaling(&self, factor: f64, train_len: usize) -> RopeScaling {
+        match self {
+            Self::Linear => RopeScaling::Linear { factor },
+            Self::Ntk => RopeScaling::NtkAware { factor },
+            Self::Dynamic => RopeScaling::Dynamic {
+                factor,
+                original_max: train_len,
+            },
+            Self::Yarn => RopeScaling::yarn(factor, train_len),
+            Self::Llama3 => RopeScaling::llama3(factor, train_len),
+        }
+    }
+}
+
+/// What to evaluate.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// Lengths to score.
+    pub lengths: Vec<usize>,
+    /// Window layout.
+    pub mode: Mode,
+    /// Only the first `max_bytes` bytes of the split.
+    pub max_bytes: Option<usize>,
+    /// `valid` or `test`.
+    pub split: String,
+    /// RoPE scaling at inference (RoPE checkpoints only).
+    pub scaling: Option<InferenceScaling>,
+    /// Force one pass per length even where one pass would do (for tests).
+    pub force_separate: bool,
+    /// Write the mean loss at every position of the longest window to this CSV.
+    pub per_position: Option<PathBuf>,
+    /// Show a progress bar.
+    pub progress: bool,
+    /// The corpus folder.
+    pub corpus: PathBuf,
+}
+
+/// One row of the results table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalRow {
+    /// Position scheme.
+    pub scheme: String,
+    /// `base`, an inference scaling (`linear`, `ntk`, ...), or a fine-tune (`ft-linear`).
+    pub variant: String,
+    /// Training length.
+    pub train_len: usize,
+    /// Evaluated length.
+    pub eval_len: usize,
+    /// `nonoverlap` or `sliding`.
+    pub mode: String,
+    /// Mean negative log-likelihood, nats per byte.
+    pub nats_per_byte: f64,
+    /// Standard error of `nats_per_byte` from the spread of the windows' means.
+    pub std_error: f64,
+    /// The same in bits.
+    pub bits_per_byte: f64,
+    /// $e^{\text{nats}}$, per byte.
+    pub perplexity: f64,
+    /// Bytes scored.
+    pub tokens_scored: usize,
+    /// Training steps of the checkpoint.
+    pub steps: usize,
+    /// Trainable parameters.
+    pub params: usize,
+    /// Training seed.
+    pub seed: u64,
+}
+
+impl EvalRow {
+    /// The CSV header.
+    pub const HEADER: &'static str = "scheme,variant,train_len,eval_len,mode,nats_per_byte,std_error,bits_per_byte,perplexity,tokens_scored,steps,params,seed";
+
+    /// One CSV line (no newline).
+    pub fn csv(&self) -> String {
+        format!(
+            "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{},{}",
+            self.scheme,
+            self.variant,
+            self.train_len,
+            self.eval_len,
+            self.mode,
+            self.nats_per_byte,
+            self.std_error,
+            self.bits_per_byte,
+            self.perplexity,
+            self.tokens_scored,
+            self.steps,
+            self.params,
+            self.seed
+        )
+    }
+}
+
+/// Writes rows as CSV (atomically).
+///
+/// # Errors
+/// When the file cannot be written.
+pub fn write_csv(path: &Path, rows: &[EvalRow]) -> Result<()> {
+    let mut text = String::from(EvalRow::HEADER);
+    text.push('\n');
+    for r in rows {
+        let _ = writeln!(text, "{}", r.csv());
+    }
+    write_atomic(path, text.as_bytes())
+}
+
+/// How the evaluation runs: the position context of each length and whether one pass serves
+/// all lengths.
+#[derive(Debug, Clone)]
+pub struct EvalPlan {
+    /// The RoPE scaling at each length (`None`: the model's own).
+    pub scaling_at: Vec<(usize, RopeScaling)>,
+    /// One forward pass at the longest length gives every length.
+    pub one_pass: bool,
+}
+
+impl EvalPlan {
+    /// The plan for `model` and `opts`.
+    ///
+    /// # Errors
+    /// A scaling on a model that is not RoPE.
+    pub fn new(model: &ModelConfig, opts: &EvalOptions) -> Result<Self> {
+        let scaling_at: Vec<(usize, RopeScaling)> = match &opts.scaling {
+            None => opts
+                .lengths
+                .iter()
+                .map(|&l| (l, model.rope_scaling))
+                .collect(),
+            Some(s) => {
+                if model.scheme != Scheme::Rope {
+                    return Err(invalid(
+                        "--scaling",
+                        s.kind.name(),
+                        format!("only for RoPE checkpoints (this one is {})", model.scheme),
+                    ));
+                }
+                opts.lengths
+                    .iter()
+                    .map(|&l| {
+                        let f = s.factor.unwrap_or(l as f64 / model.train_len as f64);
+                        (l, s.kind.scaling(f, model.train_len))
+                    })
+                    .collect()
+            }
+        };
+        let all_same = scaling_at.windows(2).all(|w| w[0].1 == w[1].1);
+        let dynamic = scaling_at
+            .iter()
+            .any(|(_, s)| PositionContext::is_dynamic(model, s));
+        let one_pass =
+            opts.mode == Mode::Nonoverlap && all_same && !dynamic && !opts.force_separate;
+        Ok(Self {
+            scaling_at,
+            one_pass,
+        })
+    }
+}
+
+/// Evaluates a model at every length of `opts`; returns one row per length (variant and
+/// checkpoint facts filled from `info` and `variant`).
+///
+/// # Errors
+/// Bad lengths, an unreadable corpus, or a text too short for the longest window.
+pub fn evaluate(
+    model: &Lm,
+    info: &CheckpointInfo,
+    variant: &str,
+    opts: &EvalOptions,
+    device: &Device,
+) -> Result<Vec<EvalRow>> {
+    let c = &info.model;
+    if opts.lengths.is_empty() || opts.lengths.contains(&0) {
+        return Err(invalid(
+            "--lengths",
+            format!("{:?}", opts.lengths),
+            "positive lengths",
+        ));
+    }
+    let text = read_split(&opts.corpus, &opts.split)?;
+    let plan = EvalPlan::new(c, opts)?;
+    let l_max = *opts.lengths.iter().max().unwrap_or(&1);
+    let row = |eval_len: usize, windows: &[(f64, usize)]| {
+        let (nats, std_error, n) = mean_and_std_error(windows);
+        EvalRow {
+            scheme: c.scheme.name().to_string(),
+            variant: variant.to_string(),
+            train_len: c.train_len,
+            eval_len,
+            mode: opts.mode.name().to_string(),
+            nats_per_byte: nats,
+            std_error,
+            bits_per_byte: nats / std::f64::consts::LN_2,
+            perplexity: nats.exp(),
+            tokens_scored: n,
+            steps: info.step,
+            params: info.params,
+            seed: info.train.seed,
+        }
+    };
+    let too_short = |l: usize| {
+        invalid(
+            "--max-bytes",
+            opts.max_bytes.unwrap_or(text.len()),
+            format!("at least one window of {} bytes", l + 1),
+        )
+    };
+    let mut results = Vec::new();
+    match opts.mode {
+        Mode::Nonoverlap => {
+            let starts = window_starts(text.len(), l_max, l_max, opts.max_bytes);
+            if starts.is_empty() {
+                return Err(too_short(l_max));
+            }
+            // (sum of the first l losses, l) of every window
+            let prefixes = |rows: &[Vec<f32>], l: usize| -> Vec<(f64, usize)> {
+                rows.iter()
+                    .map(|r| (r[..l].iter().map(|&x| f64::from(x)).sum(), l))
+                    .collect()
+            };
+            if plan.one_pass {
+                let rows = window_losses(
+                    model,
+                    c,
+                    &text,
+                    &starts,
+                    l_max,
+                    plan.scaling_at[0].1,
+                    device,
+                    opts.progress,
+                )?;
+                for &l in &opts.lengths {
+                    results.push(row(l, &prefixes(&rows, l)));
+                }
+                if let Some(path) = &opts.per_position {
+                    write_per_position(path, &rows)?;
+                }
+            } else {
+                for &(l, scaling) in &plan.scaling_at {
+                    let rows =
+                        window_losses(model, c, &text, &starts, l, scaling, device, opts.progress)?;
+                    results.push(row(l, &prefixes(&rows, l)));
+                    if l == l_max {
+                        if let Some(path) = &opts.per_position {
+                            write_per_position(path, &rows)?;
+                        }
+                    }
+                }
+            }
+        }
+        Mode::Sliding => {
+            for &(l, scaling) in &plan.scaling_at {
+                let stride = (l / 2).max(1);
+                let starts = window_starts(text.len(), l, stride, opts.max_bytes);
+                if starts.is_empty() {
+                    return Err(too_short(l));
+                }
+                let rows =
+                    window_losses(model, c, &text, &starts, l, scaling, device, opts.progress)?;
+                // the first window scores every position, the others their last `stride`
+                let scored: Vec<(f64, usize)> = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(w, r)| {
+                        let from = if w == 0 { 0 } else { l - stride };
+                        (r[from..].iter().map(|&x| f64::from(x)).sum(), l - from)
+                    })
+                    .collect();
+                results.push(row(l, &scored));
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// The mean loss per byte over windows given as `(sum, count)`, the standard error of that
+/// mean estimated from the spread of the windows' own means
+/// ($s / \sqrt{n_w}$, $s$ the sample standard deviation of the window means; 0 for one
+/// window), and the bytes scored.
+pub fn mean_and_std_error(windows: &[(f64, usize)]) -> (f64, f64, usize) {
+    let n: usize = windows.iter().map(|w| w.1).sum();
+    let mean = windows.iter().map(|w| w.0).sum::<f64>() / n.max(1) as f64;
+    let nw = windows.len();
+    if nw < 2 {
+        return (mean, 0.0, n);
+    }
+    let means: Vec<f64> = windows.iter().map(|&(s, k)| s / k.max(1) as f64).collect();
+    let m = means.iter().sum::<f64>() / nw as f64;
+    let var = means.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (nw - 1) as f64;
+    (mean, (var / nw as f64).sqrt(), n)
+}
+
+/// Windows per forward pass at length `l` (about 8k positions, at least 1).
+fn batch_for(l: usize) -> usize {
+    (8192 / l).clamp(1, 64)
+}
+
+/// Per-position NLL `[n * l]` of windows starting at `starts` (inputs `l` bytes, targets the
+/// next `l`).
+fn window_nll(
+    model: &Lm,
+    c: &ModelConfig,
+    ctx: &PositionContext,
+    text: &[u8],
+    starts: &[usize],
+    l: usize,
+    device: &Device,
+) -> Vec<f32> {
+    let mut x = Vec::with_capacity(starts.len() * l);
+    let mut y = Vec::with_capacity(starts.len() * l);
+    for &s in starts {
+        x.extend(text[s..s + l].iter().map(|&b| b as i64));
+        y.extend(text[s + 1..s + l + 1].iter().map(|&b| b as i64));
+    }
+    let shape = [starts.len(), l];
+    to_vec(model.nll(
+        c,
+        ctx,
+        int_tensor(x, shape, device),
+        int_tensor(y, shape, device),
+    ))
+}
+
+/// The loss at each position `0..l` of every window starting at `starts`, one row per window.
+#[allow(clippy::too_many_arguments)]
+fn window_losses(
+    model: &Lm,
+    c: &ModelConfig,
+    text: &[u8],
+    starts: &[usize],
+    l: usize,
+    scaling: RopeScaling,
+    device: &Device,
+    progress: bool,
+) -> Result<Vec<Vec<f32>>> {
+    let ctx = PositionContext::new(c, l, scaling, device)?;
+    let chunks: Vec<&[usize]> = starts.chunks(batch_for(l)).collect();
+    let bar = if progress {
+        let bar = ProgressBar::new(chunks.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} batches ({eta})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(format!("eval {} L={l}", c.scheme));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut rows = Vec::with_capacity(starts.len());
+    for chunk in chunks {
+        let nll = window_nll(model, c, &ctx, text, chunk, l, device);
+        rows.extend(nll.chunks(l).map(<[f32]>::to_vec));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if rows.iter().flatten().any(|x| !x.is_finite()) {
+        return Err(Error::Io(format!(
+            "non-finite loss evaluating {} at length {l}",
+            c.scheme
+        )));
+    }
+    Ok(rows)
+}
+
+/// The mean loss at each position over the windows, as CSV `position,nats_per_byte`.
+fn write_per_position(path: &Path, rows: &[Vec<f32>]) -> Result<()> {
+    let l = rows.first().map_or(0, Vec::len);
+    let n = rows.len().max(1) as f64;
+    let mut text = String::from("position,nats_per_byte\n");
+    for p in 0..l {
+        let mean = rows.iter().map(|r| f64::from(r[p])).sum::<f64>() / n;
+        let _ = writeln!(text, "{p},{mean:.6}");
+    }
+    write_atomic(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_error_is_the_spread_of_window_means() {
+        // window means 1, 2, 3 (each of 4 bytes): mean 2, s = 1, se = 1 / sqrt(3)
+        let (mean, se, n) = mean_and_std_error(&[(4.0, 4), (8.0, 4), (12.0, 4)]);
+        assert_eq!(n, 12);
+        assert!((mean - 2.0).abs() < 1e-12);
+        assert!((se - 1.0 / 3f64.sqrt()).abs() < 1e-12);
+        // one window: no spread to estimate from
+        assert_eq!(mean_and_std_error(&[(3.0, 2)]), (1.5, 0.0, 2));
+    }
+}

@@ -1,0 +1,175 @@
+//! The trainable application of every scheme to attention, on burn tensors: the same formula
+//! as the reference [`crate::attention::attention`],
+//!
+//! ```math
+//! s_{ij} = c \ \big(q'_i \cdot k'_j + t_{ij}\big) + b_{ij}, \qquad
+//! o_i = \sum_j \alpha_{ij} v_j + \sum_j \alpha_{ij} a^V_{ij},
+//! ```
+//!
+//! for all heads and a batch at once (`[B, H, L, d_h]`), with $L_q = L_k = L$.
+
+use burn::tensor::activation::softmax;
+use burn::tensor::{IndexingUpdateOp, Int, Tensor};
+
+use super::context::PositionContext;
+
+/// A scheme's position terms for one layer, already combined with the layer's parameters.
+#[derive(Debug, Clone, Default)]
+pub struct PositionTerms {
+    /// Shaw $w^K$ and $w^V$, `[2k+1, d_h]` each.
+    pub shaw: Option<(Tensor<2>, Tensor<2>)>,
+    /// Transformer-XL $r_\delta$ for $\delta = L-1..0$ `[H, L, d_h]`, $u$ and $v$ `[H, d_h]`.
+    pub xl: Option<(Tensor<3>, Tensor<2>, Tensor<2>)>,
+    /// DeBERTa $K^r$ and $Q^r$, `[H, 2s, d_h]` each.
+    pub deberta: Option<(Tensor<3>, Tensor<3>)>,
+    /// TUPE $p U^Q$ and $p U^K$, `[H, L, d_h]` each.
+    pub tupe: Option<(Tensor<3>, Tensor<3>)>,
+    /// Content-free bias $b_{ij}$, `[H, L, L]`.
+    pub bias: Option<Tensor<3>>,
+}
+
+/// Scores, weights and output of [`attend`], all heads.
+#[derive(Debug, Clone)]
+pub struct AttentionParts {
+    /// $s_{ij}$, `[B, H, L, L]`, $-\infty$ above the diagonal.
+    pub scores: Tensor<4>,
+    /// $\alpha_{ij}$, `[B, H, L, L]`.
+    pub probs: Tensor<4>,
+    /// $o_i$, `[B, H, L, d_h]`.
+    pub output: Tensor<4>,
+}
+
+/// RoPE in the half layout: $x \cos + \text{rotate\_half}(x) \sin$, with
+/// $\text{rotate\_half}(x) = [-x_2, x_1]$; `cos`, `sin` `[L, d_h]`.
+pub fn rope_half(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<4> {
+    let d = x.dims()[3];
+    let x1 = x.clone().narrow(3, 0, d / 2);
+    let x2 = x.clone().narrow(3, d / 2, d / 2);
+    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+    x * cos.clone().unsqueeze::<4>() + rotated * sin.clone().unsqueeze::<4>()
+}
+
+/// Interleaved rotation with scaling (xPos): pairs $(x_{2i}, x_{2i+1}) \mapsto
+/// (x_{2i} C - x_{2i+1} S,\ x_{2i+1} C + x_{2i} S)$ with $C = s\cos$, $S = s\sin$ `[L, d_h/2]`.
+pub fn rotate_interleaved(x: Tensor<4>, c: &Tensor<2>, s: &Tensor<2>) -> Tensor<4> {
+    let [b, h, l, d] = x.dims();
+    // [B, H, L, d/2, 2]
+    let pairs = x.reshape([b, h, l, d / 2, 2]);
+    let x0 = pairs.clone().narrow(4, 0, 1);
+    let x1 = pairs.narrow(4, 1, 1);
+    // [L, d/2] -> [1, 1, L, d/2, 1]
+    let c = c.clone().reshape([1, 1, l, d / 2, 1]);
+    let s = s.clone().reshape([1, 1, l, d / 2, 1]);
+    let y0 = x0.clone() * c.clone() - x1.clone() * s.clone();
+    let y1 = x1 * c + x0 * s;
+    Tensor::cat(vec![y0, y1], 4).reshape([b, h, l, d])
+}
+
+/// Transformer-XL's shift: `raw[.., i, r]` holds distance $L-1-r$; the result holds distance
+/// $i - j$ at `[.., i, j]` for $j \le i$ (junk above the diagonal, masked later). Pad a zero
+/// column in front, view `[L+1, L]`, drop the first row, view `[L, L]`.
+pub fn rel_shift(raw: Tensor<4>) -> Tensor<4> {
+    let [b, h, l, _] = raw.dims();
+    let zeros = Tensor::<4>::zeros([b, h, l, 1], &raw.device());
+    Tensor::cat(vec![zeros, raw], 3)
+        .reshape([b, h, l + 1, l])
+        .narrow(2, 1, l)
+        .reshape([b, h, l, l])
+}
+
+/// `index [L, L]` broadcast to `[B, H, L, L]` for `gather` / `scatter` along the last axis.
+fn expand_index(index: &Tensor<2, Int>, b: usize, h: usize) -> Tensor<4, Int> {
+    let [l, m] = index.dims();
+    index.clone().unsqueeze::<4>().expand([b, h, l, m])
+}
+
+/// Causal attention of queries, keys and values `[B, H, L, d_h]` with the position terms of
+/// one layer. `scale` is $c$ ([`super::ModelConfig::score_scale`]). Absolute schemes have
+/// already added their table to the input.
+pub fn attend(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    terms: &PositionTerms,
+    ctx: &PositionContext,
+    scale: f32,
+) -> AttentionParts {
+    let [b, h, l, dh] = q.dims();
+    // q', k': rotations
+    let (q, k) = match (&ctx.rope, &ctx.xpos) {
+        (Some((cos, sin)), _) => (rope_half(q, cos, sin), rope_half(k, cos, sin)),
+        (_, Some([qc, qs, kc, ks])) => {
+            (rotate_interleaved(q, qc, qs), rotate_interleaved(k, kc, ks))
+        }
+        _ => (q, k),
+    };
+    let kt = k.clone().swap_dims(2, 3);
+    // q'_i . k'_j (XL: (q_i + u) . k_j), [B, H, L, L]
+    let mut scores = match &terms.xl {
+        Some((_, u, _)) => (q.clone() + u.clone().reshape([1, h, 1, dh])).matmul(kt),
+        None => q.clone().matmul(kt),
+    };
+    // + t_ij
+    if let (Some((keys, _)), Some(index)) = (&terms.shaw, &ctx.shaw_index) {
+        // (q w^K^T)_{i, idx_ij}, [B, H, L, 2k+1] -> [B, H, L, L]
+        let qw = q.clone().matmul(keys.clone().transpose().unsqueeze::<4>());
+        scores = scores + qw.gather(3, expand_index(index, b, h));
+    }
+    if let Some((r, _, v_bias)) = &terms.xl {
+        // (q_i + v) . r_delta for delta = L-1..0, then shifted, [B, H, L, L]
+        let raw = (q.clone() + v_bias.clone().reshape([1, h, 1, dh]))
+            .matmul(r.clone().swap_dims(1, 2).unsqueeze::<4>());
+        scores = scores + rel_shift(raw);
+    }
+    if let (Some((pos_key, pos_query)), Some(index)) = (&terms.deberta, &ctx.deberta_index) {
+        let idx = expand_index(index, b, h);
+        // c2p: q_i . K^r_{idx_ij}
+        let c2p = q
+            .clone()
+            .matmul(pos_key.clone().swap_dims(1, 2).unsqueeze::<4>())
+            .gather(3, idx.clone());
+        // p2c: k_j . Q^r_{idx_ij}: gather with idx^T, then transpose
+        let p2c = k
+            .clone()
+            .matmul(pos_query.clone().swap_dims(1, 2).unsqueeze::<4>())
+            .gather(3, idx.swap_dims(2, 3))
+            .swap_dims(2, 3);
+        scores = scores + c2p + p2c;
+    }
+    if let Some((pq, pk)) = &terms.tupe {
+        // (p_i U^Q) . (p_j U^K), [1, H, L, L]
+        scores = scores
+            + pq.clone()
+                .matmul(pk.clone().swap_dims(1, 2))
+                .unsqueeze::<4>();
+    }
+    // c (...) + b_ij
+    scores = scores.mul_scalar(scale);
+    if let Some(bias) = &terms.bias {
+        scores = scores + bias.clone().unsqueeze::<4>();
+    }
+    let mask = ctx
+        .causal_mask
+        .clone()
+        .unsqueeze::<4>()
+        .expand([b, h, l, l]);
+    let scores = scores.mask_fill(mask, f32::NEG_INFINITY);
+    let probs = softmax(scores.clone(), 3);
+    let mut output = probs.clone().matmul(v);
+    if let (Some((_, values)), Some(index)) = (&terms.shaw, &ctx.shaw_index) {
+        // sum_r (sum_{j: idx_ij = r} alpha_ij) w^V_r
+        let rows = values.dims()[0];
+        let per_offset = Tensor::<4>::zeros([b, h, l, rows], &probs.device()).scatter(
+            3,
+            expand_index(index, b, h),
+            probs.clone(),
+            IndexingUpdateOp::Add,
+        );
+        output = output + per_offset.matmul(values.clone().unsqueeze::<4>());
+    }
+    AttentionParts {
+        scores,
+        probs,
+        output,
+    }
+}

@@ -1,0 +1,207 @@
+//! For every scheme, the burn application ([`posenc::model::attend`]) equals the reference
+//! attention on ndarray ([`posenc::attention::attention`]) on random inputs: scores, weights
+//! and outputs of every head. The maximum absolute error per scheme is printed
+//! (`cargo test --features train --test train_equivalence -- --nocapture`).
+#![cfg(feature = "train")]
+
+mod train_common;
+
+use burn::tensor::{Device, Tensor};
+use ndarray::{s, Array1, Array2};
+use ndarray_rand::rand::SeedableRng;
+use ndarray_rand::rand_distr::StandardNormal;
+use ndarray_rand::RandomExt;
+use posenc::attention::{attention, PositionScheme};
+use posenc::encodings::alibi::Alibi;
+use posenc::encodings::deberta::{DebertaRelative, LogBuckets};
+use posenc::encodings::fire::Fire;
+use posenc::encodings::kerple::{Kerple, KerpleKind};
+use posenc::encodings::learned::LearnedAbsolute;
+use posenc::encodings::nope::NoPe;
+use posenc::encodings::rope::{Rope, RopeConfig, RopeLayout};
+use posenc::encodings::shaw::ShawRelative;
+use posenc::encodings::sinusoidal::{SinusoidalAbsolute, DEFAULT_BASE};
+use posenc::encodings::t5::{T5Bias, T5Buckets};
+use posenc::encodings::tupe::Tupe;
+use posenc::encodings::xl::{TransformerXl, XlDirection};
+use posenc::encodings::xpos::XPos;
+use posenc::model::{attend, Lm, ModelConfig, PositionContext, Scheme};
+use train_common::{array2, tensor2, tiny};
+
+fn vec1(t: Tensor<1>) -> Vec<f32> {
+    posenc::model::to_vec(t)
+}
+
+/// Head `h` of a `[1, H, L, d]` tensor.
+fn head(t: &Tensor<4>, h: usize) -> Array2<f32> {
+    let [_, _, l, d] = t.dims();
+    array2(t.clone().narrow(1, h, 1).reshape([l, d]))
+}
+
+/// The reference scheme of head `h`, built from the burn model's parameters.
+fn reference(
+    c: &ModelConfig,
+    lm: &Lm,
+    terms: &posenc::model::PositionTerms,
+    h: usize,
+) -> Box<dyn PositionScheme> {
+    let p = &lm.blocks[0].attn.positions;
+    let dh = c.head_dim();
+    let cols = s![.., h * dh..(h + 1) * dh];
+    let t5 = |table: &Array2<f32>| {
+        T5Bias::from_table(
+            T5Buckets::new(c.t5_num_buckets, c.t5_max_distance, false).unwrap(),
+            table.clone(),
+        )
+        .unwrap()
+    };
+    match c.scheme {
+        Scheme::Nope => Box::new(NoPe),
+        Scheme::Sinusoidal => Box::new(SinusoidalAbsolute::new(dh).unwrap()),
+        Scheme::Learned => {
+            let table = array2(lm.positions.learned.as_ref().unwrap().val());
+            Box::new(LearnedAbsolute::from_table(table).unwrap())
+        }
+        Scheme::Shaw => {
+            let (k, v) = terms.shaw.clone().unwrap();
+            Box::new(ShawRelative::from_tables(c.shaw_max_relative, array2(k), array2(v)).unwrap())
+        }
+        Scheme::Xl => {
+            let w_r = array2(p.xl_w_r.as_ref().unwrap().val())
+                .slice(cols)
+                .to_owned();
+            let u = array2(p.xl_u.as_ref().unwrap().val()).row(h).to_owned();
+            let v = array2(p.xl_v.as_ref().unwrap().val()).row(h).to_owned();
+            Box::new(TransformerXl::from_parts(w_r, u, v, XlDirection::Causal).unwrap())
+        }
+        Scheme::T5 => Box::new(t5(&array2(p.t5_table.as_ref().unwrap().val()))),
+        Scheme::Deberta => {
+            let (pk, pq) = terms.deberta.clone().unwrap();
+            let [_, rows, _] = pk.dims();
+            let pick = |t: &Tensor<3>| array2(t.clone().narrow(0, h, 1).reshape([rows, dh]));
+            let buckets = LogBuckets::new(c.deberta_bucket_size, c.deberta_max_position).unwrap();
+            Box::new(
+                DebertaRelative::from_parts(
+                    Some(buckets),
+                    c.deberta_bucket_size,
+                    pick(&pk),
+                    pick(&pq),
+                )
+                .unwrap(),
+            )
+        }
+        Scheme::Tupe => {
+            let positions = array2(lm.positions.tupe.as_ref().unwrap().val());
+            let u_q = array2(p.tupe_u_q.as_ref().unwrap().val())
+                .slice(cols)
+                .to_owned();
+            let u_k = array2(p.tupe_u_k.as_ref().unwrap().val())
+                .slice(cols)
+                .to_owned();
+            let bias = t5(&array2(p.t5_table.as_ref().unwrap().val()));
+            Box::new(Tupe::from_parts(positions, u_q, u_k, Some(bias)).unwrap())
+        }
+        Scheme::Rope => Box::new(Rope::new(
+            RopeConfig::new(dh, c.rope_base).unwrap(),
+            RopeLayout::Half,
+        )),
+        Scheme::Alibi => Box::new(Alibi::new(c.heads).unwrap()),
+        Scheme::Xpos => Box::new(XPos::new(dh, DEFAULT_BASE, c.xpos_scale_base).unwrap()),
+        Scheme::Kerple => Box::new(
+            Kerple::new(
+                KerpleKind::Log,
+                vec1(p.kerple_r1.as_ref().unwrap().val()),
+                vec1(p.kerple_r2.as_ref().unwrap().val()),
+            )
+            .unwrap(),
+        ),
+        Scheme::Fire => Box::new(
+            Fire::from_weights(
+                Array1::from(vec1(p.fire_w1.as_ref().unwrap().val())),
+                Array1::from(vec1(p.fire_b1.as_ref().unwrap().val())),
+                array2(p.fire_w2.as_ref().unwrap().val()),
+                Array1::from(vec1(p.fire_b2.as_ref().unwrap().val())),
+                c.fire_c,
+                c.fire_threshold,
+            )
+            .unwrap(),
+        ),
+    }
+}
+
+fn max_abs_diff(a: &Array2<f32>, b: &Array2<f32>) -> f32 {
+    assert_eq!(a.dim(), b.dim());
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            if x.is_infinite() || y.is_infinite() {
+                assert_eq!(x, y, "masked entries differ");
+                0.0
+            } else {
+                (x - y).abs()
+            }
+        })
+        .fold(0.0, f32::max)
+}
+
+/// Max abs error over scores, weights and outputs of every head, for one scheme.
+fn check(scheme: Scheme, seed: u64) -> f32 {
+    let device = Device::flex();
+    let mut c = tiny(scheme);
+    if matches!(scheme, Scheme::Sinusoidal | Scheme::Learned) {
+        // the reference adds the table to q and k of one head: one head of width d_model
+        c.heads = 1;
+    }
+    let (h, dh, l) = (c.heads, c.head_dim(), c.train_len);
+    let lm = Lm::new(&c, seed, &device).unwrap();
+    let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
+    let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
+    let qkv: Vec<Array2<f32>> = (0..3)
+        .map(|_| Array2::random_using((h * l, dh), StandardNormal, &mut rng))
+        .collect();
+    let to4 = |a: &Array2<f32>| tensor2(a, &device).reshape([1, h, l, dh]);
+    let (mut q, mut k, v) = (to4(&qkv[0]), to4(&qkv[1]), to4(&qkv[2]));
+    // absolute schemes: the model adds the table to the input; here to q and k
+    let table = match scheme {
+        Scheme::Sinusoidal => ctx.sinusoidal.clone(),
+        Scheme::Learned => Some(lm.positions.learned.as_ref().unwrap().val()),
+        _ => None,
+    };
+    if let Some(t) = table {
+        let t = t.unsqueeze::<4>();
+        q = q + t.clone();
+        k = k + t;
+    }
+    let tupe_p = lm.positions.tupe.as_ref().map(|p| p.val());
+    let terms = lm.blocks[0].attn.position_terms(&c, &ctx, tupe_p);
+    let parts = attend(q, k, v, &terms, &ctx, c.score_scale());
+    let mut worst = 0.0f32;
+    for hh in 0..h {
+        let rows = s![hh * l..(hh + 1) * l, ..];
+        let (qh, kh, vh) = (qkv[0].slice(rows), qkv[1].slice(rows), qkv[2].slice(rows));
+        let scheme_ref = reference(&c, &lm, &terms, hh);
+        let r = attention(qh, kh, vh, scheme_ref.as_ref(), hh, true).unwrap();
+        worst = worst
+            .max(max_abs_diff(&head(&parts.scores, hh), &r.scores))
+            .max(max_abs_diff(&head(&parts.probs, hh), &r.probs))
+            .max(max_abs_diff(&head(&parts.output, hh), &r.output));
+    }
+    worst
+}
+
+#[test]
+fn burn_attention_equals_the_reference_for_every_scheme() {
+    let mut report = Vec::new();
+    for scheme in Scheme::ALL {
+        let err = (0..3).map(|seed| check(scheme, seed)).fold(0.0, f32::max);
+        report.push(format!("{:<10} max abs error {err:.2e}", scheme.name()));
+        assert!(
+            err < 1e-4,
+            "{scheme}: burn vs reference max abs error {err}"
+        );
+    }
+    println!(
+        "burn attention vs reference (scores, weights, outputs; 3 seeds):\n{}",
+        report.join("\n")
+    );
+}

@@ -1,0 +1,274 @@
+//! Evaluation and checkpoints: the one-pass shortcut equals one pass per length for every
+//! static scheme (and is refused for dynamic NTK, where it would differ); a resumed run follows
+//! the same loss curve; f16 weights evaluate within 0.01 nats/byte of f32.
+#![cfg(feature = "train")]
+
+mod train_common;
+
+use burn::tensor::Device;
+use posenc::eval::{evaluate, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind};
+use posenc::model::checkpoint::WeightDtype;
+use posenc::model::{Lm, ModelConfig, Scheme};
+use posenc::train::{load_model, train, CheckpointInfo, TrainConfig, TrainRun};
+use train_common::{corpus, tiny};
+
+fn info(c: &ModelConfig) -> CheckpointInfo {
+    CheckpointInfo {
+        model: c.clone(),
+        train: TrainConfig::default(),
+        step: 0,
+        params: 0,
+        dtype: WeightDtype::F32,
+        init_from: None,
+        final_train_loss: None,
+        train_seconds: 0.0,
+        tokens_per_second: None,
+    }
+}
+
+fn options(dir: &std::path::Path, lengths: Vec<usize>) -> EvalOptions {
+    EvalOptions {
+        lengths,
+        mode: Mode::Nonoverlap,
+        max_bytes: Some(400),
+        split: "valid".into(),
+        scaling: None,
+        force_separate: false,
+        per_position: None,
+        progress: false,
+        corpus: dir.to_path_buf(),
+    }
+}
+
+#[test]
+fn one_pass_equals_one_pass_per_length_for_static_schemes() {
+    let dir = corpus("onepass");
+    let device = Device::flex();
+    for scheme in Scheme::ALL {
+        let c = tiny(scheme);
+        let lm = Lm::new(&c, 4, &device).unwrap();
+        let opts = options(&dir, vec![12, 24, 48]);
+        assert!(EvalPlan::new(&c, &opts).unwrap().one_pass);
+        let fast = evaluate(&lm, &info(&c), "base", &opts, &device).unwrap();
+        let slow = evaluate(
+            &lm,
+            &info(&c),
+            "base",
+            &EvalOptions {
+                force_separate: true,
+                ..opts
+            },
+            &device,
+        )
+        .unwrap();
+        for (f, s) in fast.iter().zip(&slow) {
+            assert_eq!(f.tokens_scored, s.tokens_scored);
+            assert!(
+                (f.nats_per_byte - s.nats_per_byte).abs() < 1e-6,
+                "{scheme} L={}: one pass {} vs separate {}",
+                f.eval_len,
+                f.nats_per_byte,
+                s.nats_per_byte
+            );
+        }
+    }
+}
+
+#[test]
+fn dynamic_ntk_needs_a_pass_per_length() {
+    let dir = corpus("dynamic");
+    let device = Device::flex();
+    let c = tiny(Scheme::Rope);
+    let lm = Lm::new(&c, 4, &device).unwrap();
+    let dynamic = InferenceScaling {
+        kind: ScalingKind::Dynamic,
+        factor: Some(4.0),
+    };
+    let mut opts = options(&dir, vec![12, 48]);
+    opts.scaling = Some(dynamic);
+    assert!(!EvalPlan::new(&c, &opts).unwrap().one_pass);
+    let per_length = evaluate(&lm, &info(&c), "dynamic", &opts, &device).unwrap();
+    // the prefix of the 48-long pass, scored at 12, is not what a 12-long pass gives
+    let mut prefix = options(&dir, vec![12]);
+    prefix.scaling = Some(dynamic);
+    prefix.per_position = Some(dir.join("pp.csv"));
+    let mut long = options(&dir, vec![48]);
+    long.scaling = Some(dynamic);
+    long.per_position = Some(dir.join("pp48.csv"));
+    evaluate(&lm, &info(&c), "dynamic", &long, &device).unwrap();
+    let pp: Vec<f64> = std::fs::read_to_string(dir.join("pp48.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    let prefix_mean = pp[..12].iter().sum::<f64>() / 12.0;
+    // an untrained model barely uses positions, so the gap is small, but far above the f32
+    // noise (< 1e-6) that separates one pass from separate passes for static schemes
+    let gap = (prefix_mean - per_length[0].nats_per_byte).abs();
+    println!("dynamic NTK: a 12-long prefix of the 48-long pass differs by {gap:.2e} nats/byte");
+    assert!(gap > 1e-5, "{gap}");
+    // static scalings keep the shortcut
+    let mut fixed = options(&dir, vec![12, 48]);
+    fixed.scaling = Some(InferenceScaling {
+        kind: ScalingKind::Yarn,
+        factor: Some(4.0),
+    });
+    assert!(EvalPlan::new(&c, &fixed).unwrap().one_pass);
+    // per-length factors do not
+    fixed.scaling = Some(InferenceScaling {
+        kind: ScalingKind::Linear,
+        factor: None,
+    });
+    assert!(!EvalPlan::new(&c, &fixed).unwrap().one_pass);
+}
+
+fn run(
+    dir: &std::path::Path,
+    out: &str,
+    resume: bool,
+    stop_after: Option<usize>,
+    dtype: WeightDtype,
+) -> TrainRun {
+    TrainRun {
+        model: tiny(Scheme::T5),
+        train: TrainConfig {
+            batch: 4,
+            steps: 6,
+            warmup: 2,
+            ..TrainConfig::default()
+        },
+        out: dir.join(out),
+        resume,
+        init: None,
+        stop_after,
+        log_every: 0,
+        progress: false,
+        dtype,
+        corpus: dir.to_path_buf(),
+        device: Device::flex(),
+    }
+}
+
+#[test]
+fn resume_follows_the_same_loss_curve() {
+    let dir = corpus("resume");
+    let (_, straight) = train(&run(&dir, "a", false, None, WeightDtype::F32)).unwrap();
+    let (half, _) = train(&run(&dir, "b", false, Some(3), WeightDtype::F32)).unwrap();
+    assert_eq!(half.step, 3);
+    let (done, resumed) = train(&run(&dir, "b", true, None, WeightDtype::F32)).unwrap();
+    assert_eq!(done.step, 6);
+    assert_eq!(straight.losses.len(), 6);
+    for (a, b) in straight.losses.iter().zip(&resumed.losses) {
+        assert!(
+            (a - b).abs() < 1e-5,
+            "straight {:?} vs resumed {:?}",
+            straight.losses,
+            resumed.losses
+        );
+    }
+}
+
+#[test]
+fn f16_checkpoints_evaluate_like_f32() {
+    let dir = corpus("f16");
+    train(&run(&dir, "f32", false, None, WeightDtype::F32)).unwrap();
+    train(&run(&dir, "f16", false, None, WeightDtype::F16)).unwrap();
+    let device = Device::flex();
+    let opts = options(&dir, vec![12, 48]);
+    let (m32, i32_) = load_model(&dir.join("f32"), &device).unwrap();
+    let (m16, i16_) = load_model(&dir.join("f16"), &device).unwrap();
+    let a = evaluate(&m32, &i32_, "base", &opts, &device).unwrap();
+    let b = evaluate(&m16, &i16_, "base", &opts, &device).unwrap();
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x.nats_per_byte - y.nats_per_byte).abs() < 0.01);
+    }
+    // a checkpoint of another scheme is refused with a clear message
+    let other = Lm::new(&tiny(Scheme::Alibi), 0, &device).unwrap();
+    let e =
+        posenc::model::checkpoint::load_weights(other, &dir.join("f32/model.safetensors"), None)
+            .unwrap_err();
+    assert!(e.to_string().contains("tensors"), "{e}");
+}
+
+#[test]
+fn exported_t5_bias_is_the_table_at_each_bucket() {
+    let device = Device::flex();
+    let c = tiny(Scheme::T5);
+    let lm = Lm::new(&c, 3, &device).unwrap();
+    let rows = posenc::export::t5_bias(&lm, &info(&c), -40, 0).unwrap();
+    assert_eq!(rows.len(), c.layers * c.heads * 41);
+    let table = train_common::array2(lm.blocks[0].attn.positions.t5_table.as_ref().unwrap().val());
+    let buckets =
+        posenc::encodings::t5::T5Buckets::new(c.t5_num_buckets, c.t5_max_distance, false).unwrap();
+    for r in &rows {
+        assert_eq!(r.bucket, buckets.bucket(r.relative_position));
+        assert_eq!(r.bias, table[[r.bucket, r.head]]);
+    }
+    // beyond max_distance every key falls in the last bucket: the bias is flat
+    let far: Vec<f32> = rows
+        .iter()
+        .filter(|r| r.head == 0 && r.relative_position <= -10)
+        .map(|r| r.bias)
+        .collect();
+    assert!(far.windows(2).all(|w| w[0] == w[1]));
+    // other schemes, and an empty range, are refused
+    let alibi = tiny(Scheme::Alibi);
+    let e = posenc::export::t5_bias(&Lm::new(&alibi, 3, &device).unwrap(), &info(&alibi), -4, 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("t5 or tupe"), "{e}");
+    assert!(posenc::export::t5_bias(&lm, &info(&c), 1, 0).is_err());
+}
+
+#[test]
+fn pooled_attention_rows_sum_to_one_and_respect_causality() {
+    let dir = corpus("attention");
+    let device = Device::flex();
+    for scheme in [Scheme::Rope, Scheme::Alibi, Scheme::Nope] {
+        let c = tiny(scheme);
+        let lm = Lm::new(&c, 5, &device).unwrap();
+        let opts = posenc::export::AttentionOptions {
+            length: 48,
+            pool: 8,
+            windows: 2,
+            offset: 10,
+            split: "valid".into(),
+            corpus: dir.clone(),
+        };
+        let cells = posenc::export::attention_map(&lm, &info(&c), &opts, &device).unwrap();
+        let nb = 6;
+        assert_eq!(cells.len(), c.layers * c.heads * nb * nb);
+        for layer in 0..c.layers {
+            for head in 0..c.heads {
+                for q in 0..nb {
+                    let row: Vec<_> = cells
+                        .iter()
+                        .filter(|a| a.layer == layer && a.head == head && a.query_block == q)
+                        .collect();
+                    let total: f32 = row.iter().map(|a| a.weight).sum();
+                    assert!(
+                        (total - 1.0).abs() < 1e-4,
+                        "{scheme} row {q} sums to {total}"
+                    );
+                    // no mass on key blocks after the query block
+                    assert!(row
+                        .iter()
+                        .filter(|a| a.key_block > q)
+                        .all(|a| a.weight == 0.0));
+                }
+            }
+        }
+        // a block size that does not divide the length, or windows past the text, are refused
+        let bad = posenc::export::AttentionOptions {
+            pool: 7,
+            ..opts.clone()
+        };
+        assert!(posenc::export::attention_map(&lm, &info(&c), &bad, &device).is_err());
+        let far = posenc::export::AttentionOptions {
+            offset: 2_990,
+            ..opts
+        };
+        let e = posenc::export::attention_map(&lm, &info(&c), &far, &device).unwrap_err();
+        assert!(e.to_string().contains("--offset"), "{e}");
+    }
+}
