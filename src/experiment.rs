@@ -4,7 +4,9 @@
 //! to one CSV (rewritten after each model, so a partial sweep leaves partial results), and a
 //! finished checkpoint whose configuration matches is reused rather than retrained.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use burn::tensor::Device;
@@ -22,8 +24,12 @@ use crate::train::{load_model, read_info, to_json, train, TrainConfig, TrainRun}
 pub struct SweepEval {
     /// Lengths; default 128, 256, 512, 1024, 2048.
     pub lengths: Vec<usize>,
-    /// Only the first bytes of the split; default 262144 (128 windows of 2048).
+    /// Only the first bytes of the split in non-overlapping mode; default 131072 (63 windows
+    /// of 2048 + 1 bytes).
     pub max_bytes: Option<usize>,
+    /// Only the first bytes of the split in sliding mode; default 32768. Sliding windows score
+    /// every byte of the budget at every length, at about twice the cost per byte.
+    pub sliding_max_bytes: Option<usize>,
     /// Split; default `valid`.
     pub split: String,
     /// Window layouts, each evaluated; default nonoverlap and sliding.
@@ -34,7 +40,8 @@ impl Default for SweepEval {
     fn default() -> Self {
         Self {
             lengths: vec![128, 256, 512, 1024, 2048],
-            max_bytes: Some(262_144),
+            max_bytes: Some(131_072),
+            sliding_max_bytes: Some(32_768),
             split: "valid".into(),
             modes: vec![Mode::Nonoverlap, Mode::Sliding],
         }
@@ -62,7 +69,10 @@ impl SweepEval {
             let opts = EvalOptions {
                 lengths: self.lengths.clone(),
                 mode,
-                max_bytes: self.max_bytes,
+                max_bytes: match mode {
+                    Mode::Nonoverlap => self.max_bytes,
+                    Mode::Sliding => self.sliding_max_bytes,
+                },
                 split: self.split.clone(),
                 scaling,
                 force_separate: false,
@@ -180,139 +190,240 @@ pub struct SweepTiming {
     pub eval_seconds: f64,
 }
 
-/// Runs the sweep; returns every row (also written to `config.results`).
+/// One unit of work of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Item {
+    /// Train (or reuse) a scheme and evaluate it.
+    Base(Scheme),
+    /// Evaluate the RoPE checkpoint with a scaling applied at inference.
+    Inference(ScalingKind),
+    /// Fine-tune the RoPE checkpoint at a longer length with a scaling, and evaluate it.
+    Finetune(ScalingKind),
+}
+
+impl Item {
+    fn name(&self) -> String {
+        match self {
+            Item::Base(s) => s.name().to_string(),
+            Item::Inference(k) => format!("rope/{}", k.name()),
+            Item::Finetune(k) => format!("rope-ft-{}", k.name()),
+        }
+    }
+
+    /// Whether the item reads the RoPE checkpoint.
+    fn needs_rope(&self) -> bool {
+        !matches!(self, Item::Base(_))
+    }
+}
+
+/// What the workers share: the queue, the finished items, whether the RoPE checkpoint is
+/// ready, and the first error.
+struct Shared {
+    queue: Mutex<VecDeque<usize>>,
+    finished: Mutex<Vec<Option<(Vec<EvalRow>, SweepTiming)>>>,
+    rope_ready: (Mutex<Option<bool>>, Condvar),
+    error: Mutex<Option<Error>>,
+}
+
+/// Runs the sweep with `jobs` items at a time (each item trains or evaluates one model;
+/// items that use the RoPE checkpoint wait for it); returns every row in a fixed order
+/// (schemes, RoPE scalings, fine-tunes), also written to `config.results` after each item.
 ///
 /// # Errors
-/// Any training or evaluation error, with the scheme.
+/// The first training or evaluation error, with the item.
 pub fn sweep(
     config: &SweepConfig,
     corpus: &Path,
     device: &Device,
     progress: bool,
+    jobs: usize,
 ) -> Result<Vec<EvalRow>> {
     let began = Instant::now();
-    let mut rows: Vec<EvalRow> = Vec::new();
-    let mut timings: Vec<SweepTiming> = Vec::new();
-    let total = config.schemes.len() + config.finetune.kinds.len();
-    let mut done = 0;
-    for &scheme in &config.schemes {
-        done += 1;
-        let mut model = config.model.clone();
-        model.scheme = scheme;
-        let dir = config.checkpoints.join(scheme.name());
-        eprintln!("[{done}/{total}] {scheme}: {model}");
-        let train_seconds = ensure_trained(
-            config,
-            &model,
-            &config.train,
-            &dir,
-            None,
-            corpus,
-            device,
-            progress,
-        )?;
-        let t = Instant::now();
-        let (lm, info) = load_model(&dir, device)?;
-        let first = rows.len();
-        let per_position = Some(per_position_path(config, scheme.name()));
-        rows.extend(config.eval.run(
-            &lm,
-            &info,
-            "base",
-            None,
-            per_position,
-            corpus,
-            device,
-            progress,
-        )?);
-        if scheme == Scheme::Rope {
-            for &kind in &config.rope_inference {
-                let scaling = Some(InferenceScaling { kind, factor: None });
-                let per_position =
-                    Some(per_position_path(config, &format!("rope-{}", kind.name())));
-                rows.extend(config.eval.run(
-                    &lm,
-                    &info,
-                    kind.name(),
-                    scaling,
-                    per_position,
-                    corpus,
-                    device,
-                    progress,
-                )?);
-            }
-        }
-        timings.push(SweepTiming {
-            name: scheme.name().into(),
-            train_seconds,
-            eval_seconds: t.elapsed().as_secs_f64(),
-        });
-        print_rows(&rows[first..]);
-        write_outputs(config, &rows, &timings, began)?;
+    let mut items: Vec<Item> = config.schemes.iter().map(|&s| Item::Base(s)).collect();
+    if config.schemes.contains(&Scheme::Rope) {
+        items.extend(config.rope_inference.iter().map(|&k| Item::Inference(k)));
     }
-    let base = config.checkpoints.join(Scheme::Rope.name());
-    for &kind in &config.finetune.kinds {
-        done += 1;
-        let ft = &config.finetune;
-        let mut model = config.model.clone();
-        model.scheme = Scheme::Rope;
-        model.train_len = config.model.train_len * ft.factor;
-        model.rope_scaling = kind.scaling(ft.factor as f64, config.model.train_len);
-        let train_cfg = TrainConfig {
-            batch: ft.batch,
-            steps: ft.steps,
-            lr: ft.lr,
-            warmup: ft.warmup,
-            ..config.train.clone()
-        };
-        let name = format!("rope-ft-{}", kind.name());
-        eprintln!("[{done}/{total}] {name}: {model}");
-        if !base.join("config.json").exists() {
-            return Err(Error::Io(format!(
-                "fine-tuning needs the RoPE checkpoint {}",
-                base.display()
-            )));
+    items.extend(config.finetune.kinds.iter().map(|&k| Item::Finetune(k)));
+    // RoPE first: the items that need its checkpoint can then run beside the other schemes
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| items[i] != Item::Base(Scheme::Rope));
+    let rope_trained_here = config.schemes.contains(&Scheme::Rope);
+    let shared = Shared {
+        queue: Mutex::new(order.into()),
+        finished: Mutex::new(vec![None; items.len()]),
+        rope_ready: (
+            Mutex::new((!rope_trained_here).then_some(true)),
+            Condvar::new(),
+        ),
+        error: Mutex::new(None),
+    };
+    let jobs = jobs.clamp(1, items.len().max(1));
+    let progress = progress && jobs == 1;
+    let total = items.len();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let next = lock(&shared.queue).pop_front();
+                let Some(i) = next else { break };
+                if lock(&shared.error).is_some() {
+                    break;
+                }
+                let item = items[i];
+                eprintln!("[{}/{total}] {} started", i + 1, item.name());
+                let result = if item.needs_rope() && !wait_for_rope(&shared) {
+                    Err(Error::Io(
+                        "the RoPE checkpoint failed; its scalings and fine-tunes are skipped"
+                            .into(),
+                    ))
+                } else {
+                    run_item(config, item, corpus, device, progress)
+                };
+                if item == Item::Base(Scheme::Rope) {
+                    let (ready, cvar) = &shared.rope_ready;
+                    *lock(ready) = Some(result.is_ok());
+                    cvar.notify_all();
+                }
+                match result {
+                    Ok(done) => {
+                        print_rows(&item.name(), &done.0);
+                        let mut finished = lock(&shared.finished);
+                        finished[i] = Some(done);
+                        let (rows, timings) = collect(&finished);
+                        if let Err(e) = write_outputs(config, &rows, &timings, began, jobs) {
+                            lock(&shared.error).get_or_insert(e);
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("[{}/{total}] {} failed: {e}", i + 1, item.name());
+                        lock(&shared.error).get_or_insert(e);
+                    }
+                }
+            });
         }
-        let dir = config.checkpoints.join(&name);
-        let train_seconds = ensure_trained(
-            config,
-            &model,
-            &train_cfg,
-            &dir,
-            Some(&base),
-            corpus,
-            device,
-            progress,
-        )?;
-        let t = Instant::now();
-        let (lm, info) = load_model(&dir, device)?;
-        let first = rows.len();
-        let variant = format!("ft-{}", kind.name());
-        let per_position = Some(per_position_path(config, &name));
-        rows.extend(config.eval.run(
-            &lm,
-            &info,
-            &variant,
-            None,
-            per_position,
-            corpus,
-            device,
-            progress,
-        )?);
-        timings.push(SweepTiming {
-            name,
-            train_seconds,
-            eval_seconds: t.elapsed().as_secs_f64(),
-        });
-        print_rows(&rows[first..]);
-        write_outputs(config, &rows, &timings, began)?;
+    });
+    if let Some(e) = lock(&shared.error).take() {
+        return Err(e);
     }
+    let (rows, _) = collect(&lock(&shared.finished));
     eprintln!(
         "sweep done in {:.1} min: {}",
         began.elapsed().as_secs_f64() / 60.0,
         config.results.display()
     );
     Ok(rows)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Blocks until the RoPE item has finished; whether it succeeded.
+fn wait_for_rope(shared: &Shared) -> bool {
+    let (ready, cvar) = &shared.rope_ready;
+    let guard = cvar
+        .wait_while(lock(ready), |r| r.is_none())
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    guard.unwrap_or(false)
+}
+
+/// The rows and timings of the finished items, in item order.
+fn collect(finished: &[Option<(Vec<EvalRow>, SweepTiming)>]) -> (Vec<EvalRow>, Vec<SweepTiming>) {
+    let done = finished.iter().flatten();
+    let rows = done.clone().flat_map(|(r, _)| r.iter().cloned()).collect();
+    let timings = done.map(|(_, t)| t.clone()).collect();
+    (rows, timings)
+}
+
+/// Trains (if needed) and evaluates one item.
+fn run_item(
+    config: &SweepConfig,
+    item: Item,
+    corpus: &Path,
+    device: &Device,
+    progress: bool,
+) -> Result<(Vec<EvalRow>, SweepTiming)> {
+    let rope_dir = config.checkpoints.join(Scheme::Rope.name());
+    let (dir, train_seconds) = match item {
+        Item::Base(scheme) => {
+            let mut model = config.model.clone();
+            model.scheme = scheme;
+            let dir = config.checkpoints.join(scheme.name());
+            let t = ensure_trained(
+                config,
+                &model,
+                &config.train,
+                &dir,
+                None,
+                corpus,
+                device,
+                progress,
+            )?;
+            (dir, t)
+        }
+        Item::Inference(_) => (rope_dir, 0.0),
+        Item::Finetune(kind) => {
+            let ft = &config.finetune;
+            let mut model = config.model.clone();
+            model.scheme = Scheme::Rope;
+            model.train_len = config.model.train_len * ft.factor;
+            model.rope_scaling = kind.scaling(ft.factor as f64, config.model.train_len);
+            let train_cfg = TrainConfig {
+                batch: ft.batch,
+                steps: ft.steps,
+                lr: ft.lr,
+                warmup: ft.warmup,
+                ..config.train.clone()
+            };
+            if !rope_dir.join("config.json").exists() {
+                return Err(Error::Io(format!(
+                    "fine-tuning needs the RoPE checkpoint {}",
+                    rope_dir.display()
+                )));
+            }
+            let dir = config.checkpoints.join(item.name());
+            let t = ensure_trained(
+                config,
+                &model,
+                &train_cfg,
+                &dir,
+                Some(&rope_dir),
+                corpus,
+                device,
+                progress,
+            )?;
+            (dir, t)
+        }
+    };
+    let t = Instant::now();
+    let (lm, info) = load_model(&dir, device)?;
+    let (variant, scaling) = match item {
+        Item::Base(_) => ("base".to_string(), None),
+        Item::Inference(kind) => (
+            kind.name().to_string(),
+            Some(InferenceScaling { kind, factor: None }),
+        ),
+        Item::Finetune(kind) => (format!("ft-{}", kind.name()), None),
+    };
+    let per_position = Some(per_position_path(config, &item.name().replace('/', "-")));
+    let rows = config
+        .eval
+        .run(
+            &lm,
+            &info,
+            &variant,
+            scaling,
+            per_position,
+            corpus,
+            device,
+            progress,
+        )
+        .map_err(|e| Error::Io(format!("evaluating {}: {e}", item.name())))?;
+    let timing = SweepTiming {
+        name: item.name(),
+        train_seconds,
+        eval_seconds: t.elapsed().as_secs_f64(),
+    };
+    Ok((rows, timing))
 }
 
 fn per_position_path(config: &SweepConfig, name: &str) -> PathBuf {
@@ -357,7 +468,8 @@ fn ensure_trained(
     })
     .map_err(|e| Error::Io(format!("training {}: {e}", model.scheme)))?;
     eprintln!(
-        "  trained {} steps in {:.0} s, final train loss {:.3} nats/byte",
+        "  {}: trained {} steps in {:.0} s, final train loss {:.3} nats/byte",
+        dir.display(),
         info.step,
         info.train_seconds,
         info.final_train_loss.unwrap_or(f64::NAN)
@@ -365,7 +477,8 @@ fn ensure_trained(
     Ok(t.elapsed().as_secs_f64())
 }
 
-fn print_rows(rows: &[EvalRow]) {
+fn print_rows(name: &str, rows: &[EvalRow]) {
+    eprintln!("{name}:");
     for r in rows {
         eprintln!(
             "  {:<10} {:<9} {:<10} L={:<5} {:.4} ± {:.4} nats/byte ({} bytes)",
@@ -379,11 +492,13 @@ fn write_outputs(
     rows: &[EvalRow],
     timings: &[SweepTiming],
     began: Instant,
+    jobs: usize,
 ) -> Result<()> {
     write_csv(&config.results, rows)?;
     let summary = serde_json::json!({
         "config": config,
         "wall_seconds": began.elapsed().as_secs_f64(),
+        "jobs": jobs,
         "items": timings,
     });
     let path = config.results.with_file_name("sweep.json");

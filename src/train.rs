@@ -283,7 +283,8 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
         bar.inc(1);
         if run.log_every > 0 && ((step + 1) % run.log_every == 0 || step + 1 == end) {
             let msg = format!(
-                "step {}: train loss {value:.4} nats/byte, lr {:.2e}, {rate:.0} tokens/s",
+                "{} step {}: train loss {value:.4} nats/byte, lr {:.2e}, {rate:.0} tokens/s",
+                run.out.display(),
                 step + 1,
                 tc.lr_at(step)
             );

@@ -15,7 +15,10 @@
 //! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
 //!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
 //!   ends in a `Figure` or a `DataFrame` displays it the same way;
-//! - **tables**: [`df_to_html`] renders a DataFrame as an HTML table.
+//! - **tables**: [`df_to_html`] renders a DataFrame as an HTML table;
+//! - **results**: [`results`] reads what `posenc sweep` wrote (`data/results/`) and shapes it
+//!   into the perplexity table and curves; [`serde_json`] is re-exported to read checkpoint
+//!   configurations.
 //!
 //! # How a display reaches the notebook
 //! evcxr reads the cell's standard output: a block
@@ -31,12 +34,14 @@
 
 mod display;
 mod figures;
+pub mod results;
 mod table;
 
 pub use ::ndarray;
 pub use ::ndarray_rand;
 pub use ::plotly;
 pub use ::polars;
+pub use ::serde_json;
 
 pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,

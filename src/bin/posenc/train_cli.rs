@@ -281,6 +281,10 @@ pub struct SweepArgs {
     /// Print the effective configuration and stop.
     #[arg(long)]
     print_config: bool,
+    /// Models trained or evaluated at the same time [default: the number of cores, at most 4].
+    /// Results do not depend on it; with more than one, progress bars give way to log lines.
+    #[arg(long)]
+    jobs: Option<usize>,
     #[command(flatten)]
     common: Common,
 }
@@ -294,11 +298,18 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     if a.print_config {
         return serde_json::to_string_pretty(&config).map_err(|e| e.to_string());
     }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
+    if jobs == 0 {
+        return Err("invalid --jobs = 0: allowed is >= 1".into());
+    }
     let rows = run_sweep(
         &config,
         &a.common.corpus(),
         &a.common.device()?,
         !a.common.quiet,
+        jobs,
     )
     .map_err(err)?;
     Ok(format!(

@@ -1,0 +1,450 @@
+//! The results of `posenc sweep` (`data/results/ppl_vs_length.csv` and the per-position
+//! losses beside it), read with polars and shaped into the table and the curves of the
+//! perplexity-versus-length notebook.
+//!
+//! Perplexity per byte is $e^{\text{nats}}$ and bits per byte are $\text{nats} / \ln 2$; the
+//! extrapolation ratio of a model is $\text{ppl}(16L) / \text{ppl}(L)$ for its training
+//! length $L$ of the base models.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use polars::prelude::{Column, CsvReadOptions, DataFrame, NamedFrom, SerReader, Series};
+
+use crate::{Error, Result};
+
+/// One row of the results CSV.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultRow {
+    /// Position scheme (`rope`, `alibi`, ...).
+    pub scheme: String,
+    /// `base`, an inference-time RoPE scaling (`linear`, `ntk`, `dynamic`, `yarn`,
+    /// `llama3`), or a fine-tune (`ft-linear`, `ft-yarn`).
+    pub variant: String,
+    /// The length the checkpoint was trained at.
+    pub train_len: usize,
+    /// The evaluated length.
+    pub eval_len: usize,
+    /// `nonoverlap` or `sliding`.
+    pub mode: String,
+    /// Mean loss, nats per byte.
+    pub nats_per_byte: f64,
+    /// Standard error of `nats_per_byte` (spread of the windows' means).
+    pub std_error: f64,
+    /// Bits per byte.
+    pub bits_per_byte: f64,
+    /// Perplexity per byte.
+    pub perplexity: f64,
+    /// Bytes scored.
+    pub tokens_scored: usize,
+    /// Training steps.
+    pub steps: usize,
+    /// Trainable parameters.
+    pub params: usize,
+    /// Training seed.
+    pub seed: u64,
+}
+
+impl ResultRow {
+    /// `scheme` for base models, `scheme/variant` otherwise.
+    pub fn label(&self) -> String {
+        if self.variant == "base" {
+            self.scheme.clone()
+        } else {
+            format!("{}/{}", self.scheme, self.variant)
+        }
+    }
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Io(format!("{}: {e}", path.display()))
+}
+
+/// Reads a CSV file with a header into a polars `DataFrame`.
+///
+/// # Errors
+/// [`Error::Io`] for a missing or malformed file.
+pub fn read_csv(path: &Path) -> Result<DataFrame> {
+    if !path.is_file() {
+        return Err(io(path, "no such file"));
+    }
+    CsvReadOptions::default()
+        .with_has_header(true)
+        .try_into_reader_with_file_path(Some(path.to_path_buf()))
+        .and_then(|reader| reader.finish())
+        .map_err(|e| io(path, e))
+}
+
+/// The column `name` of `df` as `f64` values.
+///
+/// # Errors
+/// [`Error::Io`] naming the column when it is missing or not numeric.
+pub fn column_f64(df: &DataFrame, name: &str) -> Result<Vec<f64>> {
+    let column = df
+        .column(name)
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    let values = column
+        .cast(&polars::prelude::DataType::Float64)
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    let values = values
+        .f64()
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    values
+        .into_iter()
+        .map(|v| v.ok_or_else(|| Error::Io(format!("column {name}: a missing value"))))
+        .collect()
+}
+
+/// The column `name` of `df` as strings.
+///
+/// # Errors
+/// [`Error::Io`] naming the column when it is missing or not text.
+pub fn column_str(df: &DataFrame, name: &str) -> Result<Vec<String>> {
+    let column = df
+        .column(name)
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    let values = column
+        .str()
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    Ok(values
+        .into_iter()
+        .map(|v| v.unwrap_or_default().to_string())
+        .collect())
+}
+
+/// Reads the results CSV of `posenc sweep`.
+///
+/// # Errors
+/// [`Error::Io`] for a missing file or a missing column.
+pub fn read_results(path: &Path) -> Result<Vec<ResultRow>> {
+    let df = read_csv(path)?;
+    let text = |name| column_str(&df, name).map_err(|e| io(path, e));
+    let number = |name| column_f64(&df, name).map_err(|e| io(path, e));
+    let (scheme, variant, mode) = (text("scheme")?, text("variant")?, text("mode")?);
+    let (train_len, eval_len) = (number("train_len")?, number("eval_len")?);
+    let (nats, std_error) = (number("nats_per_byte")?, number("std_error")?);
+    let (bits, ppl) = (number("bits_per_byte")?, number("perplexity")?);
+    let (tokens, steps) = (number("tokens_scored")?, number("steps")?);
+    let (params, seed) = (number("params")?, number("seed")?);
+    Ok((0..df.height())
+        .map(|i| ResultRow {
+            scheme: scheme[i].clone(),
+            variant: variant[i].clone(),
+            train_len: train_len[i] as usize,
+            eval_len: eval_len[i] as usize,
+            mode: mode[i].clone(),
+            nats_per_byte: nats[i],
+            std_error: std_error[i],
+            bits_per_byte: bits[i],
+            perplexity: ppl[i],
+            tokens_scored: tokens[i] as usize,
+            steps: steps[i] as usize,
+            params: params[i] as usize,
+            seed: seed[i] as u64,
+        })
+        .collect())
+}
+
+/// The mean loss at each position of the longest window (`position,nats_per_byte`, written by
+/// `posenc eval --per-position` and by the sweep).
+///
+/// # Errors
+/// [`Error::Io`] for a missing or malformed file.
+pub fn read_per_position(path: &Path) -> Result<Vec<f64>> {
+    let df = read_csv(path)?;
+    column_f64(&df, "nats_per_byte").map_err(|e| io(path, e))
+}
+
+/// The evaluated lengths of `mode`, ascending, and the base training length (the shortest
+/// `train_len` of a `base` row).
+///
+/// # Errors
+/// [`Error::InvalidParameter`] when no row has that mode.
+pub fn lengths(rows: &[ResultRow], mode: &str) -> Result<(Vec<usize>, usize)> {
+    let mut lengths: Vec<usize> = rows
+        .iter()
+        .filter(|r| r.mode == mode)
+        .map(|r| r.eval_len)
+        .collect();
+    lengths.sort_unstable();
+    lengths.dedup();
+    let train_len = rows
+        .iter()
+        .filter(|r| r.mode == mode && r.variant == "base")
+        .map(|r| r.train_len)
+        .min();
+    match (lengths.is_empty(), train_len) {
+        (false, Some(t)) => Ok((lengths, t)),
+        _ => Err(crate::error::invalid(
+            "mode",
+            mode,
+            "a mode present in the results (nonoverlap or sliding) with base rows",
+        )),
+    }
+}
+
+/// Perplexity at every length of each model (`label -> ppl by length`), for `mode`, in the
+/// order of the CSV.
+fn by_model(rows: &[ResultRow], mode: &str) -> Vec<(String, BTreeMap<usize, &ResultRow>)> {
+    let mut models: Vec<(String, BTreeMap<usize, &ResultRow>)> = Vec::new();
+    for r in rows.iter().filter(|r| r.mode == mode) {
+        let label = r.label();
+        match models.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, m)) => {
+                m.insert(r.eval_len, r);
+            }
+            None => models.push((label, BTreeMap::from([(r.eval_len, r)]))),
+        }
+    }
+    models
+}
+
+/// Perplexity versus length, one series per model whose label `keep` accepts, in the order of
+/// the CSV: `(lengths, [(label, perplexities)])`. Models missing a length are left out.
+///
+/// # Errors
+/// As [`lengths`].
+pub fn perplexity_curves(
+    rows: &[ResultRow],
+    mode: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Result<(Vec<f64>, Vec<(String, Vec<f64>)>)> {
+    let (lengths, _) = lengths(rows, mode)?;
+    let series = by_model(rows, mode)
+        .into_iter()
+        .filter(|(label, _)| keep(label))
+        .filter_map(|(label, m)| {
+            let ppl: Option<Vec<f64>> = lengths
+                .iter()
+                .map(|l| m.get(l).map(|r| r.perplexity))
+                .collect();
+            ppl.map(|p| (label, p))
+        })
+        .collect();
+    Ok((lengths.iter().map(|&l| l as f64).collect(), series))
+}
+
+/// The results table of one mode: a row per model (scheme and variant); perplexity per byte
+/// and bits per byte at every evaluated length, headed `ppl 128 (1x)`, `bpb 128 (1x)`, ...
+/// (multiples of the base training length); and `ppl 16x / 1x`, the ratio of the longest to
+/// the training length, by which the rows are sorted, best extrapolator first.
+///
+/// # Errors
+/// As [`lengths`]; [`Error::Io`] if a model lacks the training length or the longest one.
+pub fn perplexity_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
+    let (lengths, train_len) = lengths(rows, mode)?;
+    let longest = *lengths.last().unwrap_or(&train_len);
+    let mut models = by_model(rows, mode);
+    let ratio = |m: &BTreeMap<usize, &ResultRow>| -> Result<f64> {
+        match (m.get(&train_len), m.get(&longest)) {
+            (Some(a), Some(b)) => Ok(b.perplexity / a.perplexity),
+            _ => Err(Error::Io(format!(
+                "a model lacks length {train_len} or {longest}"
+            ))),
+        }
+    };
+    for (_, m) in &models {
+        ratio(m)?;
+    }
+    models.sort_by(|a, b| {
+        let (ra, rb) = (
+            ratio(&a.1).unwrap_or(f64::NAN),
+            ratio(&b.1).unwrap_or(f64::NAN),
+        );
+        ra.total_cmp(&rb)
+    });
+    let multiple = |l: usize| {
+        let m = l as f64 / train_len as f64;
+        if m.fract() == 0.0 {
+            format!("{m:.0}x")
+        } else {
+            format!("{m}x")
+        }
+    };
+    let mut columns: Vec<Column> = vec![
+        Series::new(
+            "scheme".into(),
+            models
+                .iter()
+                .map(|(_, m)| m.values().next().map_or("", |r| r.scheme.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .into(),
+        Series::new(
+            "variant".into(),
+            models
+                .iter()
+                .map(|(_, m)| m.values().next().map_or("", |r| r.variant.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .into(),
+    ];
+    for (unit, value) in [
+        (
+            "ppl",
+            (|r: &ResultRow| r.perplexity) as fn(&ResultRow) -> f64,
+        ),
+        ("bpb", |r: &ResultRow| r.bits_per_byte),
+    ] {
+        for &l in &lengths {
+            let values: Vec<Option<f64>> = models
+                .iter()
+                .map(|(_, m)| m.get(&l).map(|r| value(r)))
+                .collect();
+            let name = format!("{unit} {l} ({})", multiple(l));
+            columns.push(Series::new(name.as_str().into(), values).into());
+        }
+    }
+    let ratios: Vec<f64> = models
+        .iter()
+        .map(|(_, m)| ratio(m))
+        .collect::<Result<_>>()?;
+    let name = format!("ppl {} / {}", multiple(longest), multiple(train_len));
+    columns.push(Series::new(name.as_str().into(), ratios).into());
+    DataFrame::new_infer_height(columns).map_err(|e| Error::Io(e.to_string()))
+}
+
+/// The `posenc` binary with training (`make build`): `$POSENC_BIN` if set, else
+/// `target/release/posenc` of this crate.
+///
+/// # Errors
+/// [`Error::Io`] saying how to build it when it is missing.
+pub fn posenc_binary() -> Result<std::path::PathBuf> {
+    let path = std::env::var_os("POSENC_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/posenc"));
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(io(
+            &path,
+            "not built: run `make build` in the repository root",
+        ))
+    }
+}
+
+/// Runs the `posenc` binary with `args` in the repository root; returns its standard output.
+///
+/// # Errors
+/// [`Error::Io`] with the command's error line when it fails, or when it cannot start.
+pub fn run_posenc(args: &[&str]) -> Result<String> {
+    let bin = posenc_binary()?;
+    let out = std::process::Command::new(&bin)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .map_err(|e| io(&bin, e))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let line = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        Err(Error::Io(format!("posenc {}: {line}", args.join(" "))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(scheme: &str, variant: &str, eval_len: usize, nats: f64) -> ResultRow {
+        ResultRow {
+            scheme: scheme.into(),
+            variant: variant.into(),
+            train_len: if variant.starts_with("ft-") { 256 } else { 128 },
+            eval_len,
+            mode: "nonoverlap".into(),
+            nats_per_byte: nats,
+            std_error: 0.01,
+            bits_per_byte: nats / std::f64::consts::LN_2,
+            perplexity: nats.exp(),
+            tokens_scored: 1000,
+            steps: 10,
+            params: 100,
+            seed: 0,
+        }
+    }
+
+    fn sample() -> Vec<ResultRow> {
+        let mut rows = Vec::new();
+        for (l, a, b, c) in [
+            (128, 1.5, 1.4, 1.6),
+            (256, 1.6, 1.4, 1.5),
+            (2048, 3.0, 1.45, 1.5),
+        ] {
+            rows.push(row("rope", "base", l, a));
+            rows.push(row("alibi", "base", l, b));
+            rows.push(row("rope", "ft-yarn", l, c));
+        }
+        rows
+    }
+
+    #[test]
+    fn table_sorts_by_extrapolation_ratio() {
+        let df = perplexity_table(&sample(), "nonoverlap").unwrap();
+        assert_eq!(df.height(), 3);
+        let names: Vec<String> = df
+            .get_column_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(names[2], "ppl 128 (1x)");
+        assert_eq!(names[4], "ppl 2048 (16x)");
+        assert_eq!(names[5], "bpb 128 (1x)");
+        assert_eq!(names.last().unwrap(), "ppl 16x / 1x");
+        let schemes = column_str(&df, "variant").unwrap();
+        // ft-yarn: 1.5 - 1.6 < 0 (ratio < 1), alibi: +0.05, rope: +1.5
+        assert_eq!(schemes, ["ft-yarn", "base", "base"]);
+        let ratio = column_f64(&df, "ppl 16x / 1x").unwrap();
+        assert!((ratio[2] - (3.0f64 - 1.5).exp()).abs() < 1e-12);
+        let bpb = column_f64(&df, "bpb 128 (1x)").unwrap();
+        assert!((bpb[1] - 1.4 / std::f64::consts::LN_2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn curves_keep_the_asked_models() {
+        let (x, series) = perplexity_curves(&sample(), "nonoverlap", |l| !l.contains('/')).unwrap();
+        assert_eq!(x, [128.0, 256.0, 2048.0]);
+        let names: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(names, ["rope", "alibi"]);
+        assert!(perplexity_curves(&sample(), "sliding", |_| true).is_err());
+    }
+
+    #[test]
+    fn results_round_trip_through_csv() {
+        let dir = std::env::temp_dir().join(format!("posenc-results-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.csv");
+        let mut text = String::from("scheme,variant,train_len,eval_len,mode,nats_per_byte,std_error,bits_per_byte,perplexity,tokens_scored,steps,params,seed\n");
+        for r in sample() {
+            text.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                r.scheme,
+                r.variant,
+                r.train_len,
+                r.eval_len,
+                r.mode,
+                r.nats_per_byte,
+                r.std_error,
+                r.bits_per_byte,
+                r.perplexity,
+                r.tokens_scored,
+                r.steps,
+                r.params,
+                r.seed
+            ));
+        }
+        std::fs::write(&path, text).unwrap();
+        let rows = read_results(&path).unwrap();
+        assert_eq!(rows.len(), 9);
+        assert_eq!(rows[2].variant, "ft-yarn");
+        assert_eq!(rows[2].train_len, 256);
+        assert!((rows[0].perplexity - 1.5f64.exp()).abs() < 1e-9);
+        let e = read_results(&dir.join("missing.csv")).unwrap_err();
+        assert!(e.to_string().contains("missing.csv"), "{e}");
+    }
+}
