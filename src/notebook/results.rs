@@ -90,7 +90,7 @@ pub fn column_f64(df: &DataFrame, name: &str) -> Result<Vec<f64>> {
         .f64()
         .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
     values
-        .into_iter()
+        .iter()
         .map(|v| v.ok_or_else(|| Error::Io(format!("column {name}: a missing value"))))
         .collect()
 }
@@ -107,7 +107,7 @@ pub fn column_str(df: &DataFrame, name: &str) -> Result<Vec<String>> {
         .str()
         .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
     Ok(values
-        .into_iter()
+        .iter()
         .map(|v| v.unwrap_or_default().to_string())
         .collect())
 }
@@ -185,8 +185,11 @@ pub fn lengths(rows: &[ResultRow], mode: &str) -> Result<(Vec<usize>, usize)> {
 
 /// Perplexity at every length of each model (`label -> ppl by length`), for `mode`, in the
 /// order of the CSV.
-fn by_model(rows: &[ResultRow], mode: &str) -> Vec<(String, BTreeMap<usize, &ResultRow>)> {
-    let mut models: Vec<(String, BTreeMap<usize, &ResultRow>)> = Vec::new();
+fn by_model<'a>(
+    rows: &'a [ResultRow],
+    mode: &str,
+) -> Vec<(String, BTreeMap<usize, &'a ResultRow>)> {
+    let mut models: Vec<(String, BTreeMap<usize, &'a ResultRow>)> = Vec::new();
     for r in rows.iter().filter(|r| r.mode == mode) {
         let label = r.label();
         match models.iter_mut().find(|(l, _)| *l == label) {
