@@ -27,8 +27,10 @@ test-rust: fmt-check clippy
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
+# With the `train` feature, so the model, training and sweep code is linted too (the notebook
+# helpers have their own target below).
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --release $(TRAIN) --all-targets -- -D warnings
 
 # The byte LM (feature `train`, burn): burn-vs-reference attention for every scheme, finite-
 # difference gradients, causality, one-pass evaluation, resume, f16, export; then a smoke

@@ -216,11 +216,14 @@ impl Item {
     }
 }
 
+/// The rows and timing of one finished item.
+type ItemResult = (Vec<EvalRow>, SweepTiming);
+
 /// What the workers share: the queue, the finished items, whether the RoPE checkpoint is
 /// ready, and the first error.
 struct Shared {
     queue: Mutex<VecDeque<usize>>,
-    finished: Mutex<Vec<Option<(Vec<EvalRow>, SweepTiming)>>>,
+    finished: Mutex<Vec<Option<ItemResult>>>,
     rope_ready: (Mutex<Option<bool>>, Condvar),
     error: Mutex<Option<Error>>,
 }
@@ -327,7 +330,7 @@ fn wait_for_rope(shared: &Shared) -> bool {
 }
 
 /// The rows and timings of the finished items, in item order.
-fn collect(finished: &[Option<(Vec<EvalRow>, SweepTiming)>]) -> (Vec<EvalRow>, Vec<SweepTiming>) {
+fn collect(finished: &[Option<ItemResult>]) -> (Vec<EvalRow>, Vec<SweepTiming>) {
     let done = finished.iter().flatten();
     let rows = done.clone().flat_map(|(r, _)| r.iter().cloned()).collect();
     let timings = done.map(|(_, t)| t.clone()).collect();
@@ -341,7 +344,7 @@ fn run_item(
     corpus: &Path,
     device: &Device,
     progress: bool,
-) -> Result<(Vec<EvalRow>, SweepTiming)> {
+) -> Result<ItemResult> {
     let rope_dir = config.checkpoints.join(Scheme::Rope.name());
     let (dir, train_seconds) = match item {
         Item::Base(scheme) => {
