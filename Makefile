@@ -84,7 +84,7 @@ notebook-setup:
 # written to stderr, or past NOTEBOOK_TIMEOUT), writes them as HTML, and checks in headless
 # Chromium that their figures draw offline.
 test-notebooks: notebook-setup notebooks-check-clean test-notebook-helpers clippy-notebook \
-		notebooks-prewarm
+		notebooks-prewarm build
 	scripts/setup browser
 	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
 	scripts/browser-check
@@ -101,7 +101,7 @@ notebooks-prewarm: notebook-setup
 	$(NB) prewarm --timeout $(PREWARM_TIMEOUT)
 
 # Executed notebooks as HTML, in target/notebooks-html/.
-html: notebook-setup notebooks-prewarm
+html: notebook-setup notebooks-prewarm build
 	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
 
 # The headless-Chromium plot check alone, on the HTML of `make html`.
