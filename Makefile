@@ -38,7 +38,7 @@ clippy:
 # is built once.
 SMOKE_CSV := target/smoke/results/ppl_vs_length.csv
 test-train:
-	$(CARGO) test --release $(TRAIN) --lib --test train_equivalence --test train_gradients --test train_eval -- --nocapture
+	$(CARGO) test --release $(TRAIN) --lib --test train_equivalence --test train_gradients --test train_eval --test train_cli -- --nocapture
 	$(CARGO) run --release $(TRAIN) --bin posenc -- sweep --config data/configs/smoke.json --quiet
 	@test "$$(wc -l < $(SMOKE_CSV))" -eq 121 || { echo "smoke sweep: expected 120 rows in $(SMOKE_CSV)"; exit 1; }
 	@echo "smoke sweep: 120 rows (13 schemes, 5 RoPE scalings, 2 fine-tunes; 3 lengths; 2 modes) in $(SMOKE_CSV)"
