@@ -6,7 +6,7 @@ use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use posenc::data::default_corpus_dir;
 use posenc::eval::{evaluate, write_csv, EvalOptions, InferenceScaling, Mode, ScalingKind};
-use posenc::experiment::{sweep as run_sweep, SweepConfig};
+use posenc::experiment::{sweep as run_sweep, SweepConfig, SweepEval};
 use posenc::model::checkpoint::WeightDtype;
 use posenc::model::{ModelConfig, Scheme};
 use posenc::train::{load_model, train as run_train, TrainConfig, TrainRun};
@@ -210,9 +210,10 @@ pub struct EvalArgs {
     /// Window layout.
     #[arg(long, value_enum, default_value_t = ModeArg::Nonoverlap)]
     mode: ModeArg,
-    /// Only the first N bytes of the split [default: 262144; 0 for all].
-    #[arg(long, default_value_t = 262_144)]
-    max_bytes: usize,
+    /// Only the first N bytes of the split; 0 for all [default: the sweep's, 131072 for
+    /// nonoverlap and 32768 for sliding, so that the shipped results are reproduced].
+    #[arg(long)]
+    max_bytes: Option<usize>,
     /// valid or test.
     #[arg(long, default_value = "valid")]
     split: String,
@@ -246,7 +247,12 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
             ModeArg::Nonoverlap => Mode::Nonoverlap,
             ModeArg::Sliding => Mode::Sliding,
         },
-        max_bytes: (a.max_bytes > 0).then_some(a.max_bytes),
+        max_bytes: match (a.max_bytes, a.mode) {
+            (Some(0), _) => None,
+            (Some(n), _) => Some(n),
+            (None, ModeArg::Nonoverlap) => SweepEval::default().max_bytes,
+            (None, ModeArg::Sliding) => SweepEval::default().sliding_max_bytes,
+        },
         split: a.split.clone(),
         scaling,
         force_separate: a.separate,
