@@ -26,6 +26,7 @@ use crate::encodings::rope::RopeScaling;
 use crate::error::{invalid, Error, Result};
 use crate::model::checkpoint::write_atomic;
 use crate::model::{int_tensor, to_vec, Lm, ModelConfig, PositionContext, Scheme};
+pub use crate::results::ResultRow;
 use crate::train::CheckpointInfo;
 
 /// How windows are laid out.
@@ -144,68 +145,12 @@ pub struct EvalOptions {
     pub corpus: PathBuf,
 }
 
-/// One row of the results table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvalRow {
-    /// Position scheme.
-    pub scheme: String,
-    /// `base`, an inference scaling (`linear`, `ntk`, ...), or a fine-tune (`ft-linear`).
-    pub variant: String,
-    /// Training length.
-    pub train_len: usize,
-    /// Evaluated length.
-    pub eval_len: usize,
-    /// `nonoverlap` or `sliding`.
-    pub mode: String,
-    /// Mean negative log-likelihood, nats per byte.
-    pub nats_per_byte: f64,
-    /// Standard error of `nats_per_byte` from the spread of the windows' means.
-    pub std_error: f64,
-    /// The same in bits.
-    pub bits_per_byte: f64,
-    /// $e^{\text{nats}}$, per byte.
-    pub perplexity: f64,
-    /// Bytes scored.
-    pub tokens_scored: usize,
-    /// Training steps of the checkpoint.
-    pub steps: usize,
-    /// Trainable parameters.
-    pub params: usize,
-    /// Training seed.
-    pub seed: u64,
-}
-
-impl EvalRow {
-    /// The CSV header.
-    pub const HEADER: &'static str = "scheme,variant,train_len,eval_len,mode,nats_per_byte,std_error,bits_per_byte,perplexity,tokens_scored,steps,params,seed";
-
-    /// One CSV line (no newline).
-    pub fn csv(&self) -> String {
-        format!(
-            "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{},{}",
-            self.scheme,
-            self.variant,
-            self.train_len,
-            self.eval_len,
-            self.mode,
-            self.nats_per_byte,
-            self.std_error,
-            self.bits_per_byte,
-            self.perplexity,
-            self.tokens_scored,
-            self.steps,
-            self.params,
-            self.seed
-        )
-    }
-}
-
 /// Writes rows as CSV (atomically).
 ///
 /// # Errors
 /// When the file cannot be written.
-pub fn write_csv(path: &Path, rows: &[EvalRow]) -> Result<()> {
-    let mut text = String::from(EvalRow::HEADER);
+pub fn write_csv(path: &Path, rows: &[ResultRow]) -> Result<()> {
+    let mut text = String::from(ResultRow::HEADER);
     text.push('\n');
     for r in rows {
         let _ = writeln!(text, "{}", r.csv());
@@ -276,7 +221,7 @@ pub fn evaluate(
     variant: &str,
     opts: &EvalOptions,
     device: &Device,
-) -> Result<Vec<EvalRow>> {
+) -> Result<Vec<ResultRow>> {
     let c = &info.model;
     if opts.lengths.is_empty() || opts.lengths.contains(&0) {
         return Err(invalid(
@@ -290,7 +235,7 @@ pub fn evaluate(
     let l_max = *opts.lengths.iter().max().unwrap_or(&1);
     let row = |eval_len: usize, windows: &[(f64, usize)]| {
         let (nats, std_error, n) = mean_and_std_error(windows);
-        EvalRow {
+        ResultRow {
             scheme: c.scheme.name().to_string(),
             variant: variant.to_string(),
             train_len: c.train_len,

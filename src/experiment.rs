@@ -13,7 +13,9 @@ use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::eval::{evaluate, write_csv, EvalOptions, EvalRow, InferenceScaling, Mode, ScalingKind};
+use crate::eval::{
+    evaluate, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow, ScalingKind,
+};
 use crate::model::checkpoint::{io_error, WeightDtype};
 use crate::model::{ModelConfig, Scheme};
 use crate::train::{load_model, read_info, to_json, train, TrainConfig, TrainRun};
@@ -63,7 +65,7 @@ impl SweepEval {
         corpus: &Path,
         device: &Device,
         progress: bool,
-    ) -> Result<Vec<EvalRow>> {
+    ) -> Result<Vec<ResultRow>> {
         let mut rows = Vec::new();
         for &mode in &self.modes {
             let opts = EvalOptions {
@@ -217,7 +219,7 @@ impl Item {
 }
 
 /// The rows and timing of one finished item.
-type ItemResult = (Vec<EvalRow>, SweepTiming);
+type ItemResult = (Vec<ResultRow>, SweepTiming);
 
 /// What the workers share: the queue, the finished items, whether the RoPE checkpoint is
 /// ready, and the first error.
@@ -240,7 +242,7 @@ pub fn sweep(
     device: &Device,
     progress: bool,
     jobs: usize,
-) -> Result<Vec<EvalRow>> {
+) -> Result<Vec<ResultRow>> {
     let began = Instant::now();
     let mut items: Vec<Item> = config.schemes.iter().map(|&s| Item::Base(s)).collect();
     if config.schemes.contains(&Scheme::Rope) {
@@ -330,7 +332,7 @@ fn wait_for_rope(shared: &Shared) -> bool {
 }
 
 /// The rows and timings of the finished items, in item order.
-fn collect(finished: &[Option<ItemResult>]) -> (Vec<EvalRow>, Vec<SweepTiming>) {
+fn collect(finished: &[Option<ItemResult>]) -> (Vec<ResultRow>, Vec<SweepTiming>) {
     let done = finished.iter().flatten();
     let rows = done.clone().flat_map(|(r, _)| r.iter().cloned()).collect();
     let timings = done.map(|(_, t)| t.clone()).collect();
@@ -480,7 +482,7 @@ fn ensure_trained(
     Ok(t.elapsed().as_secs_f64())
 }
 
-fn print_rows(name: &str, rows: &[EvalRow]) {
+fn print_rows(name: &str, rows: &[ResultRow]) {
     eprintln!("{name}:");
     for r in rows {
         eprintln!(
@@ -492,7 +494,7 @@ fn print_rows(name: &str, rows: &[EvalRow]) {
 
 fn write_outputs(
     config: &SweepConfig,
-    rows: &[EvalRow],
+    rows: &[ResultRow],
     timings: &[SweepTiming],
     began: Instant,
     jobs: usize,

@@ -37,6 +37,7 @@ pub mod export;
 pub mod model;
 #[cfg(feature = "notebook")]
 pub mod notebook;
+pub mod results;
 #[cfg(feature = "train")]
 pub mod train;
 

@@ -11,50 +11,8 @@ use std::path::Path;
 
 use polars::prelude::{Column, CsvReadOptions, DataFrame, NamedFrom, SerReader, Series};
 
+pub use crate::results::ResultRow;
 use crate::{Error, Result};
-
-/// One row of the results CSV.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResultRow {
-    /// Position scheme (`rope`, `alibi`, ...).
-    pub scheme: String,
-    /// `base`, an inference-time RoPE scaling (`linear`, `ntk`, `dynamic`, `yarn`,
-    /// `llama3`), or a fine-tune (`ft-linear`, `ft-yarn`).
-    pub variant: String,
-    /// The length the checkpoint was trained at.
-    pub train_len: usize,
-    /// The evaluated length.
-    pub eval_len: usize,
-    /// `nonoverlap` or `sliding`.
-    pub mode: String,
-    /// Mean loss, nats per byte.
-    pub nats_per_byte: f64,
-    /// Standard error of `nats_per_byte` (spread of the windows' means).
-    pub std_error: f64,
-    /// Bits per byte.
-    pub bits_per_byte: f64,
-    /// Perplexity per byte.
-    pub perplexity: f64,
-    /// Bytes scored.
-    pub tokens_scored: usize,
-    /// Training steps.
-    pub steps: usize,
-    /// Trainable parameters.
-    pub params: usize,
-    /// Training seed.
-    pub seed: u64,
-}
-
-impl ResultRow {
-    /// `scheme` for base models, `scheme/variant` otherwise.
-    pub fn label(&self) -> String {
-        if self.variant == "base" {
-            self.scheme.clone()
-        } else {
-            format!("{}/{}", self.scheme, self.variant)
-        }
-    }
-}
 
 fn io(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Io(format!("{}: {e}", path.display()))
@@ -202,6 +160,10 @@ fn by_model<'a>(
     models
 }
 
+/// Named series over shared x values, as [`crate::notebook::lines`] takes them:
+/// `(x, [(name, y)])`.
+pub type Curves = (Vec<f64>, Vec<(String, Vec<f64>)>);
+
 /// Perplexity versus length, one series per model whose label `keep` accepts, in the order of
 /// the CSV: `(lengths, [(label, perplexities)])`. Models missing a length are left out.
 ///
@@ -211,7 +173,7 @@ pub fn perplexity_curves(
     rows: &[ResultRow],
     mode: &str,
     keep: impl Fn(&str) -> bool,
-) -> Result<(Vec<f64>, Vec<(String, Vec<f64>)>)> {
+) -> Result<Curves> {
     let (lengths, _) = lengths(rows, mode)?;
     let series = by_model(rows, mode)
         .into_iter()

@@ -1,7 +1,7 @@
 //! Helpers shared by the `train_*` tests.
 #![allow(dead_code)]
 
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::Tensor;
 use ndarray::Array2;
 use posenc::model::{ModelConfig, Scheme};
 
@@ -32,17 +32,8 @@ pub fn array2(t: Tensor<2>) -> Array2<f32> {
     Array2::from_shape_vec((r, c), posenc::model::to_vec(t)).unwrap()
 }
 
-/// An ndarray to a tensor.
-pub fn tensor2(a: &Array2<f32>, device: &burn::tensor::Device) -> Tensor<2> {
-    let a = a.as_standard_layout();
-    Tensor::from_data(
-        TensorData::new(
-            a.iter().copied().collect::<Vec<_>>(),
-            [a.nrows(), a.ncols()],
-        ),
-        device,
-    )
-}
+#[allow(unused_imports)]
+pub use posenc::model::context::tensor2;
 
 /// Bytes of a pseudo-random text.
 pub fn text(n: usize, seed: u64) -> Vec<u8> {

@@ -271,7 +271,7 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
         .clone()
         .unwrap_or_else(|| a.checkpoint.join("eval.csv"));
     write_csv(&csv, &rows).map_err(err)?;
-    let mut out = String::from(posenc::eval::EvalRow::HEADER);
+    let mut out = String::from(posenc::eval::ResultRow::HEADER);
     for r in &rows {
         out.push('\n');
         out.push_str(&r.csv());
