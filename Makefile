@@ -70,6 +70,8 @@ NB := .venv/bin/python scripts/notebooks.py
 NOTEBOOK_TIMEOUT ?= 600
 PREWARM_TIMEOUT ?= 2400
 NOTEBOOK_HTML := target/notebooks-html
+# Pages whose figures the headless-Chromium check must see drawn.
+BROWSER_PAGES := $(NOTEBOOK_HTML)/00_quickstart.html $(NOTEBOOK_HTML)/11_perplexity_vs_length.html
 # The `notebook` feature's own tests build polars and plotly at opt-level 0, as the notebooks
 # do (the dev profile's opt-level 3 for dependencies would take about 25 minutes here), in a
 # target directory of their own: none of these artifacts is shared with the other builds.
@@ -87,7 +89,7 @@ test-notebooks: notebook-setup notebooks-check-clean test-notebook-helpers clipp
 		notebooks-prewarm build
 	scripts/setup browser
 	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
-	scripts/browser-check
+	scripts/browser-check $(BROWSER_PAGES)
 
 # Committed notebooks carry no outputs (clear them with `make notebooks-strip`).
 notebooks-check-clean: notebook-setup
@@ -107,7 +109,7 @@ html: notebook-setup notebooks-prewarm build
 # The headless-Chromium plot check alone, on the HTML of `make html`.
 browser-check:
 	scripts/setup browser
-	scripts/browser-check
+	scripts/browser-check $(BROWSER_PAGES)
 
 test-notebook-helpers:
 	$(NOTEBOOK_CARGO) test --features notebook --lib notebook::
