@@ -6,7 +6,7 @@ TRAIN := --features train
 
 .PHONY: lab test test-rust test-notebooks notebook-setup notebooks-check-clean notebooks-strip \
 	notebooks-prewarm html browser-check test-notebook-helpers clippy-notebook \
-	notebook-timings test-train sweep bench build fmt-check clippy doc
+	notebook-timings test-train sweep bench build fmt-check clippy doc lab-check
 
 # Install what the notebooks need (only what is missing), build the binary and the notebook
 # dependencies, then open JupyterLab on notebooks/ (NO_BROWSER=1 on headless machines).
@@ -52,14 +52,15 @@ bench:
 	bench/run.sh
 
 # API docs with formulas rendered offline: KaTeX (npm package, fetched once) is copied
-# next to the pages.
+# next to the pages. The exported notebooks (`make html`) embed the same KaTeX.
 KATEX_VERSION := 0.16.47
-doc: target/katex/package/dist/katex.min.js
+KATEX := target/katex/package/dist/katex.min.js
+doc: $(KATEX)
 	RUSTDOCFLAGS="--html-in-header $(CURDIR)/docs/katex-header.html" $(CARGO) doc --no-deps
 	rm -rf target/doc/katex && cp -r target/katex/package/dist target/doc/katex
 	@echo "docs: target/doc/posenc/index.html"
 
-target/katex/package/dist/katex.min.js:
+$(KATEX):
 	mkdir -p target/katex
 	cd target/katex && npm pack --silent katex@$(KATEX_VERSION) >/dev/null && tar xzf katex-$(KATEX_VERSION).tgz
 
@@ -72,6 +73,8 @@ PREWARM_TIMEOUT ?= 2400
 NOTEBOOK_HTML := target/notebooks-html
 # Pages whose figures the headless-Chromium check must see drawn.
 BROWSER_PAGES := $(NOTEBOOK_HTML)/00_quickstart.html $(NOTEBOOK_HTML)/11_perplexity_vs_length.html
+# Notebooks the JupyterLab check opens and runs with Run All Cells.
+LAB_PAGES := 00_quickstart.ipynb 11_perplexity_vs_length.ipynb
 # The `notebook` feature's own tests build polars and plotly at opt-level 0, as the notebooks
 # do (the dev profile's opt-level 3 for dependencies would take about 25 minutes here), in a
 # target directory of their own: none of these artifacts is shared with the other builds.
@@ -84,12 +87,13 @@ notebook-setup:
 
 # Executes every notebook in notebooks/ with a fresh kernel (fails on any error, on output
 # written to stderr, or past NOTEBOOK_TIMEOUT), writes them as HTML, and checks in headless
-# Chromium that their figures draw offline.
+# Chromium that their figures draw offline; then runs the quickstart inside JupyterLab itself.
 test-notebooks: notebook-setup notebooks-check-clean test-notebook-helpers clippy-notebook \
-		notebooks-prewarm build
+		notebooks-prewarm build $(KATEX)
 	scripts/setup browser
 	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
 	scripts/browser-check $(BROWSER_PAGES)
+	scripts/lab-check $(LAB_PAGES)
 
 # Committed notebooks carry no outputs (clear them with `make notebooks-strip`).
 notebooks-check-clean: notebook-setup
@@ -103,13 +107,19 @@ notebooks-prewarm: notebook-setup
 	$(NB) prewarm --timeout $(PREWARM_TIMEOUT)
 
 # Executed notebooks as HTML, in target/notebooks-html/.
-html: notebook-setup notebooks-prewarm build
+html: notebook-setup notebooks-prewarm build $(KATEX)
 	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
 
 # The headless-Chromium plot check alone, on the HTML of `make html`.
 browser-check:
 	scripts/setup browser
 	scripts/browser-check $(BROWSER_PAGES)
+
+# JupyterLab as `make lab` starts it, driven by headless Chromium: opens each of LAB_PAGES,
+# runs all its cells with the Rust kernel, and checks errors, figures and tables.
+lab-check: notebook-setup notebooks-prewarm build
+	scripts/setup browser
+	scripts/lab-check $(LAB_PAGES)
 
 test-notebook-helpers:
 	$(NOTEBOOK_CARGO) test --features notebook --lib notebook::

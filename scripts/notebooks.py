@@ -145,11 +145,26 @@ def strip_ansi(text):
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
+# KaTeX, unpacked from its npm package by the Makefile (`make target/katex/...`).
+KATEX_DIST = Path(os.environ.get("POSENC_KATEX_DIST", ROOT / "target/katex/package/dist"))
+
+
 def export_html(nb, out):
+    """Write `nb` as one offline HTML page (template scripts/nbconvert/posenc: KaTeX inline)."""
     from nbconvert import HTMLExporter
 
+    try:
+        katex = {
+            "katex_js": (KATEX_DIST / "katex.min.js").read_text(encoding="utf-8"),
+            "katex_auto_render_js":
+                (KATEX_DIST / "contrib/auto-render.min.js").read_text(encoding="utf-8"),
+        }
+    except OSError as e:
+        raise RuntimeError(f"KaTeX is missing ({e}); `make html` unpacks it with npm") from e
     out.parent.mkdir(parents=True, exist_ok=True)
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    exporter = HTMLExporter(template_name="posenc",
+                            extra_template_basedirs=[str(ROOT / "scripts" / "nbconvert")])
+    body, _ = exporter.from_notebook_node(nb, resources=katex)
     out.write_text(body, encoding="utf-8")
 
 
