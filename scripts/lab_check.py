@@ -120,7 +120,8 @@ class Lab:
         self.log = open(Path(tmp) / "lab.log", "w+")
         self.proc = subprocess.Popen(
             [str(ROOT / "scripts" / "lab"), "--LabApp.expose_app_in_browser=True"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True)
         start = time.monotonic()
         wait_for("JupyterLab to answer", lambda: self.proc.poll() is not None or
                  http_ok(f"{self.base}/api/status?token={self.token}"), 180)
@@ -142,11 +143,9 @@ class Lab:
 
     def stop(self):
         if self.proc.poll() is None:
-            # Ctrl-C twice is how JupyterLab is told to stop without asking; it shuts down
-            # its kernels on the way out.
-            for _ in range(2):
-                os.killpg(self.proc.pid, signal.SIGINT)
-                time.sleep(0.5)
+            # SIGTERM stops the server and shuts its kernels down (a double SIGINT with no
+            # terminal on stdin exits without shutting them down).
+            os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -192,8 +191,9 @@ class Chromium:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg["result"]
 
-    def evaluate(self, expression):
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+    def evaluate(self, expression, await_promise=False):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
+                           awaitPromise=await_promise)
         if "exceptionDetails" in result:
             raise RuntimeError(f"page script failed: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -282,9 +282,9 @@ def check_notebook(lab, browser, name, timeout):
           f"{', '.join(shots) or 'none'}", flush=True)
     for f in failures:
         print(f"lab-check:   {f}", flush=True)
-    # Shut the kernel down, so its build slot is free for the next notebook.
-    browser.evaluate(f"void ({PANEL_JS % json.dumps(name)}).sessionContext.shutdown()")
-    time.sleep(1)
+    # Shut the kernel down (and wait for it), so its build slot is free for the next notebook.
+    browser.evaluate(f"({PANEL_JS % json.dumps(name)}).sessionContext.shutdown()"
+                     ".then(() => 'done')", await_promise=True)
     return failures
 
 
