@@ -225,16 +225,56 @@ def cmd_run(args):
     return 0 if failed == 0 else 1
 
 
+def build_inputs_digest(first_cell):
+    """A digest of everything the notebooks' dependency build depends on: the crate's manifest,
+    lock file and sources, the evcxr settings, the first cell, and the tool versions."""
+    import hashlib
+
+    h = hashlib.sha256()
+    files = [ROOT / "Cargo.toml", ROOT / "Cargo.lock", NOTEBOOKS / "evcxr.toml",
+             ROOT / "scripts" / "evcxr" / "init.evcxr"] + sorted((ROOT / "src").rglob("*.rs"))
+    for path in files:
+        h.update(str(path.relative_to(ROOT)).encode() + b"\0")
+        h.update(path.read_bytes() if path.exists() else b"(missing)")
+    h.update(first_cell.encode())
+    env = kernel_env()
+    try:
+        h.update(subprocess.run(["rustc", "-V"], capture_output=True, env=env).stdout)
+    except OSError:
+        h.update(b"(no rustc)")
+    # evcxr_jupyter has no --version: its binary's size and time stand for it.
+    import shutil
+
+    evcxr = shutil.which("evcxr_jupyter", path=env["PATH"])
+    if evcxr:
+        st = os.stat(evcxr)
+        h.update(f"{evcxr} {st.st_size} {st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
 def cmd_prewarm(args):
     check_kernel()
     paths = notebook_paths(None)
     if not paths:
         print("prewarm: no notebooks", file=sys.stderr)
         return 1
+    # Skipped when the last successful prewarm built from the same inputs into a slot that
+    # still exists (a second `make lab` starts JupyterLab at once).
+    base = Path(os.environ.get("POSENC_EVCXR_DIR", ROOT / ".evcxr"))
+    stamp = base / "prewarmed"
+    digest = build_inputs_digest(first_code_cell(paths[0]))
+    if not args.force and (base / "slot0" / "target").is_dir() and stamp.exists() and \
+            stamp.read_text().strip() == digest:
+        print("prewarm: the notebook dependencies are built (inputs unchanged; --force rebuilds)",
+              flush=True)
+        return 0
     print(f"prewarm: building the notebook dependencies ({rel(paths[0])}, first cell)", flush=True)
     status, seconds = run_isolated(paths[0], args.timeout, first_cell=True)
     print(f"prewarm: {status} in {seconds:.1f} s", flush=True)
-    return 0 if status == "ok" else 1
+    if status != "ok":
+        return 1
+    stamp.write_text(digest + "\n")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,6 +451,7 @@ def main():
 
     p = sub.add_parser("prewarm", help="build the notebook dependencies once")
     p.add_argument("--timeout", type=int, default=int(os.environ.get("PREWARM_TIMEOUT", "2400")))
+    p.add_argument("--force", action="store_true", help="build even if nothing changed")
     p.set_defaults(func=cmd_prewarm)
 
     p = sub.add_parser("check-clean", help="fail if notebooks carry outputs")
