@@ -23,11 +23,10 @@ from pathlib import Path
 
 import websocket
 
-ROOT = Path(__file__).resolve().parent.parent
+from notebooks import ALLOW_STDERR_TAG, NOTEBOOKS, ROOT
+
 SHOTS = ROOT / "target" / "notebook-screenshots"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-# As in scripts/notebooks.py: a cell with this tag may write to stderr.
-ALLOW_STDERR_TAG = "allow-stderr"
 
 # JupyterLab settings for the check only: no autosave (the committed notebook must keep no
 # outputs) and every cell attached to the page (no windowing), so every output can be counted.
@@ -37,13 +36,19 @@ LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
 }
 
+
+
+def panel_js(name):
+    """A page expression for the open notebook panel of `name` (undefined until it is open)."""
+    return ("Array.from(window.jupyterapp.shell.widgets('main'))"
+            f".find(w => w.context && w.context.path === {json.dumps(name)})")
+
+
 # The open notebook, its kernel, and for every code cell what it printed and what was drawn.
 SUMMARY_JS = r"""
-((path) => {
-  const app = window.jupyterapp;
-  if (!app) return JSON.stringify({state: 'loading'});
-  const panel = Array.from(app.shell.widgets('main'))
-    .find(w => w.context && w.context.path === path);
+(() => {
+  if (!window.jupyterapp) return JSON.stringify({state: 'loading'});
+  const panel = %PANEL%;
   if (!panel || !panel.content || !panel.sessionContext || !panel.context)
     return JSON.stringify({state: 'no notebook'});
   const sc = panel.sessionContext;
@@ -73,12 +78,8 @@ SUMMARY_JS = r"""
     status: kernel ? kernel.status : 'no kernel',
     cells,
   });
-})(%PATH%)
+})()
 """.replace("%PLOTLY%", PLOTLY_MIME)
-
-# The open notebook panel of `path`, as a page expression.
-PANEL_JS = ("Array.from(window.jupyterapp.shell.widgets('main'))"
-            ".find(w => w.context && w.context.path === %s)")
 
 
 def free_port():
@@ -214,7 +215,7 @@ class Chromium:
 
 
 def summary(browser, name):
-    return json.loads(browser.evaluate(SUMMARY_JS.replace("%PATH%", json.dumps(name))))
+    return json.loads(browser.evaluate(SUMMARY_JS.replace("%PANEL%", panel_js(name))))
 
 
 def check_notebook(lab, browser, name, timeout):
@@ -230,7 +231,7 @@ def check_notebook(lab, browser, name, timeout):
 
     start = time.monotonic()
     # Run ▸ Run All Cells on this notebook's panel.
-    browser.evaluate(f"window.jupyterapp.shell.activateById(({PANEL_JS % json.dumps(name)}).id);"
+    browser.evaluate(f"window.jupyterapp.shell.activateById(({panel_js(name)}).id);"
                      "void window.jupyterapp.commands.execute('notebook:run-all-cells')")
 
     def finished():
@@ -253,11 +254,12 @@ def check_notebook(lab, browser, name, timeout):
         s = summary(browser, name)
 
     failures = []
+    stopped_by_error = any(c["errors"] for c in s["cells"])
     for i, c in enumerate(s["cells"], 1):
         failures += [f"code cell {i}: error {e}" for e in c["errors"]]
         if ALLOW_STDERR_TAG not in c["tags"]:
             failures += [f"code cell {i}: stderr {t.strip()[:300]}" for t in c["stderr"]]
-        if c["count"] is None and not any(x["errors"] for x in s["cells"]):
+        if c["count"] is None and not stopped_by_error:
             failures.append(f"code cell {i}: not executed")
         if PLOTLY_MIME in c["mimes"] and not (c["svgs"] and c["traces"]):
             failures.append(f"code cell {i}: figure not drawn ({c['svgs']} svg, {c['traces']} traces)")
@@ -273,7 +275,7 @@ def check_notebook(lab, browser, name, timeout):
     for label, index in (("figure", figure_cells[:1]), ("table", [
             i for i, c in enumerate(s["cells"]) if c["html_tables"]][-1:])):
         for i in index:
-            browser.evaluate(f"({PANEL_JS % json.dumps(name)}).content.widgets"
+            browser.evaluate(f"({panel_js(name)}).content.widgets"
                              f".filter(c => c.model.type === 'code')[{i}].node.scrollIntoView()")
             time.sleep(0.5)
             shot = SHOTS / f"lab-{stem}-{label}.png"
@@ -287,7 +289,7 @@ def check_notebook(lab, browser, name, timeout):
     for f in failures:
         print(f"lab-check:   {f}", flush=True)
     # Shut the kernel down (and wait for it), so its build slot is free for the next notebook.
-    browser.evaluate(f"({PANEL_JS % json.dumps(name)}).sessionContext.shutdown()"
+    browser.evaluate(f"({panel_js(name)}).sessionContext.shutdown()"
                      ".then(() => 'done')", await_promise=True)
     return failures
 
@@ -299,7 +301,7 @@ def main():
                         help="seconds to run one notebook")
     args = parser.parse_args()
 
-    originals = {n: (ROOT / "notebooks" / n).read_bytes() for n in args.notebooks}
+    originals = {n: (NOTEBOOKS / n).read_bytes() for n in args.notebooks}
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         lab = Lab(tmp)
@@ -322,7 +324,7 @@ def main():
                 browser.stop()
             lab.stop()
     for name, data in originals.items():
-        if (ROOT / "notebooks" / name).read_bytes() != data:
+        if (NOTEBOOKS / name).read_bytes() != data:
             print(f"lab-check: FAILED {name} was modified on disk", flush=True)
             failed = True
     return 1 if failed else 0

@@ -18,8 +18,10 @@ the cell is tagged `allow-stderr`, or when it runs past its time limit.
 """
 
 import argparse
+import hashlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -228,8 +230,6 @@ def cmd_run(args):
 def build_inputs_digest(first_cell):
     """A digest of everything the notebooks' dependency build depends on: the crate's manifest,
     lock file and sources, the evcxr settings, the first cell, and the tool versions."""
-    import hashlib
-
     h = hashlib.sha256()
     files = [ROOT / "Cargo.toml", ROOT / "Cargo.lock", NOTEBOOKS / "evcxr.toml",
              ROOT / "scripts" / "evcxr" / "init.evcxr"] + sorted((ROOT / "src").rglob("*.rs"))
@@ -243,8 +243,6 @@ def build_inputs_digest(first_cell):
     except OSError:
         h.update(b"(no rustc)")
     # evcxr_jupyter has no --version: its binary's size and time stand for it.
-    import shutil
-
     evcxr = shutil.which("evcxr_jupyter", path=env["PATH"])
     if evcxr:
         st = os.stat(evcxr)
