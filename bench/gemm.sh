@@ -6,17 +6,23 @@
 #   ROUNDS=5 THREADS=2 bench/gemm.sh
 #
 # Each round runs the gemm benchmark (AVX2 kernels, as posenc builds burn-flex), the same with
-# gemm's AVX-512 kernels (feature x86-v4), and torch, one after the other; every figure is the
-# best over all rounds and repeats (other work on the machine only ever slows a measurement).
-# Then torch's whole training step (bench/torch_lm.py, rope and nope, 20 steps). Prints
-# markdown tables: GFLOP/s per shape, product milliseconds per step, the ceiling they imply.
+# gemm's AVX-512 kernels (feature x86-v4), torch with THREADS threads and with 1, one after the
+# other; every figure is the best over all rounds and repeats (other work on the machine only
+# ever slows a measurement). Then whole training steps of both sides, alternating
+# (target/release/posenc train $POSENC_ARGS, and bench/torch_lm.py's model; STEPS steps, each
+# timed alone, twice). Prints markdown tables: GFLOP/s per shape, product milliseconds per
+# step, full steps, and the ceiling the products put on the posenc / torch throughput ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ -x target/release/posenc ] || cargo build --quiet --release --features train --bin posenc
 ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-2}
 REPEATS=${REPEATS:-5}
 MIN_MS=${MIN_MS:-15}
-STEP_SCHEMES=${STEP_SCHEMES:-"nope rope"}
+STEP_SCHEMES=${STEP_SCHEMES:-"rope"}
+STEPS=${STEPS:-12}
+# posenc as it trains before fused kernels; empty for a binary without --kernels
+POSENC_ARGS=${POSENC_ARGS-"--kernels reference"}
 PY=${TORCH_PYTHON:-target/bench-venv/bin/python}
 OUT=target/bench-gemm/results
 rm -rf "$OUT"
@@ -27,17 +33,23 @@ for v in v3 v4; do
   CARGO_TARGET_DIR=target/bench-gemm/$v nice -n 10 cargo build --quiet --release \
     --manifest-path bench/gemm/Cargo.toml "${feat[@]}"
 done
+cp target/release/posenc "$OUT/posenc.bin"  # a rebuild during the run cannot change it
 SHAPES=bench/gemm/shapes.txt
 ARGS=(--threads "$THREADS" --repeats "$REPEATS" --min-ms "$MIN_MS")
 for r in $(seq 1 "$ROUNDS"); do
   target/bench-gemm/v3/release/posenc-gemm-bench "$SHAPES" "${ARGS[@]}" >"$OUT/gemm-v3-$r.jsonl"
   target/bench-gemm/v4/release/posenc-gemm-bench "$SHAPES" "${ARGS[@]}" >"$OUT/gemm-v4-$r.jsonl"
   "$PY" -W ignore bench/gemm_torch.py "$SHAPES" "${ARGS[@]}" >"$OUT/torch-$r.jsonl" 2>/dev/null
+  "$PY" -W ignore bench/gemm_torch.py "$SHAPES" --threads 1 --repeats "$REPEATS" --min-ms "$MIN_MS" \
+    --mode torch1 >"$OUT/torch1-$r.jsonl" 2>/dev/null
 done
+# whole training steps, each timed alone, both sides alternating (best and median step)
 for s in $STEP_SCHEMES; do
   for r in 1 2; do
-    "$PY" -W ignore bench/torch_lm.py --scheme "$s" --steps 20 --threads "$THREADS" \
-      >"$OUT/torch-step-$s-$r.json" 2>/dev/null
+    RAYON_NUM_THREADS=$THREADS "$OUT/posenc.bin" train --scheme "$s" --steps "$STEPS" --warmup 5 \
+      --out "$OUT/ckpt-$s-$r" --log-every 1 --quiet $POSENC_ARGS >/dev/null 2>"$OUT/posenc-step-$s-$r.log"
+    "$PY" -W ignore bench/gemm_torch.py --step "$s" --steps "$STEPS" --threads "$THREADS" \
+      >"$OUT/torch-step-$s-$r.jsonl" 2>/dev/null
   done
 done
 echo "<!-- $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load average before: $LOAD_BEFORE, after: $(uptime | sed 's/.*load average: //'); rounds $ROUNDS, repeats $REPEATS, min $MIN_MS ms, threads $THREADS; torch $("$PY" -W ignore -c 'import torch; print(torch.__version__)' 2>/dev/null) -->"

@@ -7,6 +7,8 @@ Per shape the best time over all rounds of each mode; GFLOP/s = 2 batch m k n / 
 import glob
 import json
 import os
+import re
+import statistics
 import sys
 
 
@@ -19,22 +21,40 @@ def main():
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
+            if "name" not in r:
+                continue
             mode = r["mode"] + ("4" if r.get("x86_v4") else "")
             key = (r["name"], mode)
             if r["name"] not in meta:
                 meta[r["name"]] = r
                 order.append(r["name"])
             best[key] = min(best.get(key, float("inf")), r["seconds"])
-    steps = [json.loads(l) for p in glob.glob(os.path.join(d, "torch-step-*.json"))
-             for l in open(p) if l.startswith("{")]
+    # whole steps: torch's JSON lines, posenc's "... N tokens/s" log lines (step 1 left out)
+    steps = {}
+    for p in glob.glob(os.path.join(d, "torch-step-*.jsonl")):
+        for l in open(p):
+            if l.startswith("{"):
+                r = json.loads(l)
+                steps.setdefault(("torch", r["scheme"]), []).append(r)
+    for p in glob.glob(os.path.join(d, "posenc-step-*.log")):
+        scheme = os.path.basename(p).split("-")[2]
+        rates = [float(m.group(1)) for m in (re.search(r"step (\d+):.* ([0-9.]+) tokens/s", l) for l in open(p))
+                 if m is not None]
+        # the regex captures (step, rate); keep steps after the first
+        per = [4096 / float(m.group(2)) for m in (re.search(r"step (\d+):.* ([0-9.]+) tokens/s", l) for l in open(p))
+               if m is not None and int(m.group(1)) > 1]
+        if per:
+            steps.setdefault(("posenc", scheme), []).append(
+                dict(best_seconds=min(per), median_seconds=statistics.median(per), steps=len(per)))
     modes = [("st", "gemm 1 thread"), ("par", "gemm 2 threads"), ("par4", "gemm 2 threads, AVX-512"),
-             ("flex", "gemm as Flex runs it, 2 threads"), ("torch", "torch 2 threads")]
+             ("flex", "gemm as Flex runs it, 2 threads"), ("torch", "torch 2 threads"),
+             ("torch1", "torch 1 thread")]
     gf = lambda name, mode: (2.0 * meta[name]["batch"] * meta[name]["m"] * meta[name]["k"] * meta[name]["n"]
                              / best[(name, mode)] / 1e9) if (name, mode) in best else None
     fmt = lambda x: "-" if x is None else f"{x:.0f}"
     print("| product | batch x (m, k, n) | per step | " + " | ".join(t + " GFLOP/s" for _, t in modes)
-          + " | gemm 2T / torch | best gemm / torch |")
-    print("|---|---|---|" + "---|" * (len(modes) + 2))
+          + " | gemm / torch, 2 threads | gemm / torch, 1 thread | best gemm / torch 2T |")
+    print("|---|---|---|" + "---|" * (len(modes) + 3))
     totals = {m: 0.0 for m, _ in modes}
     totals["flexrun"] = 0.0  # what Flex runs: flex form where it exists, else par (v3)
     totals["bestgemm"] = 0.0  # the best of the gemm crate's ways, per shape
@@ -45,10 +65,12 @@ def main():
         gpar, gt = gf(name, "par"), gf(name, "torch")
         bestg = min(best[(name, m)] for m in ("st", "par", "par4", "flex") if (name, m) in best)
         ratio = f"{gpar / gt:.2f}" if gpar and gt else "-"
+        g1, t1 = gf(name, "st"), gf(name, "torch1")
+        ratio1 = f"{g1 / t1:.2f}" if g1 and t1 else "-"
         bratio = f"{best[(name, 'torch')] / bestg:.2f}" if (name, "torch") in best else "-"
         shape = f"{r['batch']} x ({r['m']}, {r['k']}, {r['n']})"
         print(f"| {name} | {shape} | {r['count']} | " + " | ".join(fmt(c) for c in cells)
-              + f" | {ratio} | {bratio} |")
+              + f" | {ratio} | {ratio1} | {bratio} |")
         for m, _ in modes:
             if (name, m) in best:
                 totals[m] += r["count"] * best[(name, m)]
@@ -74,23 +96,31 @@ def main():
           + ", ".join(f"{t} {totals[m] * 1e3:.1f}" for m, t in modes) + ".")
     if steps:
         print()
-        print("| torch full training step (bench/torch_lm.py, 2 threads) | ms per step | products' share |")
-        print("|---|---|---|")
-        by = {}
-        for s in steps:
-            ms = 32 * 128 / s["tokens_per_second"] * 1e3
-            by[s["scheme"]] = min(by.get(s["scheme"], float("inf")), ms)
-        for scheme, ms in sorted(by.items()):
-            print(f"| {scheme} | {ms:.1f} | {totals['torch'] * 1e3 / ms:.0%} |")
-        print()
-        for scheme, ms in sorted(by.items()):
-            print(f"Ceiling for {scheme}: if everything but the products were free, a posenc step would take "
-                  f"{totals['flexrun'] * 1e3:.1f} ms with the products as Flex runs them and "
-                  f"{totals['bestgemm'] * 1e3:.1f} ms with the best of the gemm crate's ways, against "
-                  f"torch's full step of {ms:.1f} ms: posenc/torch throughput at most "
-                  f"{ms / (totals['flexrun'] * 1e3):.2f}x and {ms / (totals['bestgemm'] * 1e3):.2f}x. "
-                  f"(torch's own products take {totals['torch'] * 1e3:.1f} ms of its step.)")
-
+        print("| whole training step, 2 threads | best step (ms) | median step (ms) | steps timed |")
+        print("|---|---|---|---|")
+        best_step = {}
+        for (side, scheme), runs in sorted(steps.items()):
+            b = min(r["best_seconds"] for r in runs) * 1e3
+            med = statistics.median(r["median_seconds"] for r in runs) * 1e3
+            best_step[(side, scheme)] = (b, med)
+            print(f"| {side} {scheme} | {b:.0f} | {med:.0f} | {sum(r['steps'] for r in runs)} |")
+        floor_flex, floor_best = totals["flexrun"] * 1e3, totals["bestgemm"] * 1e3
+        for scheme in sorted({s for _, s in best_step}):
+            t = best_step.get(("torch", scheme))
+            p = best_step.get(("posenc", scheme))
+            if not t:
+                continue
+            print()
+            now = f" posenc's step now: {p[0]:.0f} ms, {t[0] / p[0]:.2f}x torch's throughput (best steps)." if p else ""
+            print(f"**Ceiling ({scheme}).** torch's best step: {t[0]:.0f} ms (its products alone "
+                  f"{totals['torch'] * 1e3:.0f} ms, {totals['torch'] * 1e3 / t[0]:.0%}).{now} "
+                  f"If everything but the products were free, a posenc step would take "
+                  f"{floor_flex:.0f} ms with the products as burn-flex runs them, so posenc/torch throughput "
+                  f"<= {t[0] / floor_flex:.2f}x; with the best of the gemm crate's ways per shape "
+                  f"(AVX-512 kernels, one 2D product per Linear) {floor_best:.0f} ms, <= {t[0] / floor_best:.2f}x. "
+                  f"1.2x torch needs a step of {t[0] / 1.2:.0f} ms: {t[0] / 1.2 - floor_flex:.0f} ms "
+                  f"(products as Flex runs them) or {t[0] / 1.2 - floor_best:.0f} ms (best gemm) left for "
+                  f"everything else.")
 
 if __name__ == "__main__":
     main()

@@ -51,8 +51,8 @@ for s in "${schemes[@]}"; do
   cmd=("$OUT/posenc.bin" train --scheme "$s" --steps "$STEPS" --warmup 5 --out "$d/ckpt" \
     --log-every 1 --quiet ${extra[@]+"${extra[@]}"})
   load=$(uptime | sed 's/.*load average: //')
-  perf record -q "${events[@]}" -F "$FREQ" --call-graph dwarf,16384 -m 1024 -o "$d/perf.data" \
-    -- env RAYON_NUM_THREADS="$THREADS" "${cmd[@]}" >"$d/train.out" 2>"$d/train.err"
+  RAYON_NUM_THREADS="$THREADS" perf record -q "${events[@]}" -F "$FREQ" --call-graph dwarf,16384 \
+    -m 1024 -o "$d/perf.data" -- "${cmd[@]}" >"$d/train.out" 2>"$d/train.err"
   rate=$(sed -n 's/.* \([0-9.]*\) tokens\/s).*/\1/p' "$d/train.out" "$d/train.err" | tail -1)
   perf script -i "$d/perf.data" -F pid,tid,time,event,period,ip,sym --no-inline 2>"$d/script.err" \
     | python3 bench/profile_attr.py --title "$s${extra[*]:+ ${extra[*]}}" >"$d/profile.md"

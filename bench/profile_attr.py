@@ -57,6 +57,9 @@ THREADING = [
      r"in_worker_cold|sched_yield|__x64_sys_sched_yield"),
 ]
 
+# a chain that reaches one of these was unwound as far as the model code or its thread's entry
+ROOT = re.compile(r"posenc::|burn_optim|^main$|start_thread|thread_start|clone3|__libc_start|^_start")
+
 BACKWARD_NODE = re.compile(r"::([A-Za-z0-9_]+) as burn_autodiff::ops::backward::Backward<")
 
 OPS = [
@@ -242,6 +245,7 @@ def main():
     unattributed = collections.Counter()
     thread_ms = collections.Counter()
     borrowed = 0.0
+    truncated = 0.0
     total = 0.0
     for pid_, tid, t, ev, period, frames in samples:
         if not (t0 <= t < t1):
@@ -249,6 +253,8 @@ def main():
         ms = (period / 1e6) if (period and not a.period_ms) else period_ms
         total += ms
         worker = tid != main_tid
+        if not any(ROOT.search(f) for f in frames):
+            truncated += ms
         thread_ms["rayon workers" if worker else "main thread"] += ms
         ph = phase_at(t) or "other"
         cat, idx = first_rule(frames)
@@ -316,7 +322,9 @@ def main():
           f"{per(borrowed):.1f} ms/step. Unattributed: {per(cat_ms['unattributed']):.1f} ms/step "
           f"({100 * cat_ms['unattributed'] / total:.1f}%)"
           + ("; leaf frames: " + ", ".join(f"`{f[:60]}` {per(v):.1f}" for f, v in unattributed.most_common(5))
-             if unattributed else "") + ".")
+             if unattributed else "") + ". "
+          f"Chains that stop before any model code or thread entry (lost by the unwinder): {per(truncated):.1f} ms/step "
+          f"({100 * truncated / total:.1f}%; they still count by their leaf frames).")
     if mem_by_op:
         print()
         print("Memory traffic by the operation it serves (CPU ms/step):\n")
