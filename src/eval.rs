@@ -25,7 +25,7 @@ use crate::data::{read_split, window_starts};
 use crate::encodings::rope::RopeScaling;
 use crate::error::{invalid, Error, Result};
 use crate::model::checkpoint::write_atomic;
-use crate::model::{int_tensor, to_vec, Lm, ModelConfig, PositionContext, Scheme};
+use crate::model::{int_tensor, to_vec, Kernels, Lm, ModelConfig, PositionContext, Scheme};
 pub use crate::results::ResultRow;
 use crate::train::CheckpointInfo;
 
@@ -143,6 +143,8 @@ pub struct EvalOptions {
     pub progress: bool,
     /// The corpus folder.
     pub corpus: PathBuf,
+    /// Fused or reference kernels (the fused ones only on the Flex CPU backend).
+    pub kernels: Kernels,
 }
 
 /// Writes rows as CSV (atomically).
@@ -280,7 +282,7 @@ pub fn evaluate(
                     l_max,
                     plan.scaling_at[0].1,
                     device,
-                    opts.progress,
+                    opts,
                 )?;
                 for &l in &opts.lengths {
                     results.push(row(l, &prefixes(&rows, l)));
@@ -290,8 +292,7 @@ pub fn evaluate(
                 }
             } else {
                 for &(l, scaling) in &plan.scaling_at {
-                    let rows =
-                        window_losses(model, c, &text, &starts, l, scaling, device, opts.progress)?;
+                    let rows = window_losses(model, c, &text, &starts, l, scaling, device, opts)?;
                     results.push(row(l, &prefixes(&rows, l)));
                     if l == l_max {
                         if let Some(path) = &opts.per_position {
@@ -308,8 +309,7 @@ pub fn evaluate(
                 if starts.is_empty() {
                     return Err(too_short(l));
                 }
-                let rows =
-                    window_losses(model, c, &text, &starts, l, scaling, device, opts.progress)?;
+                let rows = window_losses(model, c, &text, &starts, l, scaling, device, opts)?;
                 // the first window scores every position, the others their last `stride`
                 let scored: Vec<(f64, usize)> = rows
                     .iter()
@@ -384,9 +384,10 @@ fn window_losses(
     l: usize,
     scaling: RopeScaling,
     device: &Device,
-    progress: bool,
+    opts: &EvalOptions,
 ) -> Result<Vec<Vec<f32>>> {
-    let ctx = PositionContext::new(c, l, scaling, device)?;
+    let progress = opts.progress;
+    let ctx = PositionContext::new(c, l, scaling, device)?.with_kernels(opts.kernels);
     let chunks: Vec<&[usize]> = starts.chunks(batch_for(l)).collect();
     let bar = if progress {
         let bar = ProgressBar::new(chunks.len() as u64);

@@ -17,7 +17,7 @@ use crate::eval::{
     evaluate, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow, ScalingKind,
 };
 use crate::model::checkpoint::{io_error, WeightDtype};
-use crate::model::{ModelConfig, Scheme};
+use crate::model::{Kernels, ModelConfig, Scheme};
 use crate::train::{load_model, read_info, to_json, train, TrainConfig, TrainRun};
 
 /// Evaluation settings of the sweep.
@@ -81,6 +81,7 @@ impl SweepEval {
                 per_position: per_position.clone().filter(|_| mode == Mode::Nonoverlap),
                 progress,
                 corpus: corpus.to_path_buf(),
+                kernels: Kernels::default(),
             };
             rows.extend(evaluate(lm, info, variant, &opts, device)?);
         }
@@ -470,6 +471,7 @@ fn ensure_trained(
         dtype: config.dtype,
         corpus: corpus.to_path_buf(),
         device: device.clone(),
+        kernels: Kernels::default(),
     })
     .map_err(|e| Error::Io(format!("training {}: {e}", model.scheme)))?;
     eprintln!(

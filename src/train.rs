@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::{read_split, train_batch};
 use crate::error::{Error, Result};
 use crate::model::checkpoint::{io_error, load_weights, save_weights, write_atomic, WeightDtype};
-use crate::model::{int_tensor, Lm, ModelConfig, PositionContext};
+use crate::model::{int_tensor, Kernels, Lm, ModelConfig, PositionContext};
 
 /// Optimisation hyper-parameters. Defaults: the sweep's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,6 +132,8 @@ pub struct TrainRun {
     pub corpus: PathBuf,
     /// The device (autodiff is enabled on it).
     pub device: Device,
+    /// Fused or reference kernels (the fused ones only on the Flex CPU backend).
+    pub kernels: Kernels,
 }
 
 /// Reads `config.json` of a checkpoint folder.
@@ -244,7 +246,8 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
     };
     let c = info.model.clone();
     let tc = info.train.clone();
-    let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &device)?;
+    let ctx =
+        PositionContext::new(&c, c.train_len, c.rope_scaling, &device)?.with_kernels(run.kernels);
     let start = info.step;
     let end = run
         .stop_after

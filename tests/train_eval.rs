@@ -8,7 +8,7 @@ mod train_common;
 use burn::tensor::Device;
 use posenc::eval::{evaluate, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind};
 use posenc::model::checkpoint::WeightDtype;
-use posenc::model::{Lm, ModelConfig, Scheme};
+use posenc::model::{Kernels, Lm, ModelConfig, Scheme};
 use posenc::train::{load_model, train, CheckpointInfo, TrainConfig, TrainRun};
 use train_common::{corpus, tiny};
 
@@ -37,6 +37,7 @@ fn options(dir: &std::path::Path, lengths: Vec<usize>) -> EvalOptions {
         per_position: None,
         progress: false,
         corpus: dir.to_path_buf(),
+        kernels: Kernels::Fused,
     }
 }
 
@@ -147,6 +148,7 @@ fn run(
         dtype,
         corpus: dir.to_path_buf(),
         device: Device::flex(),
+        kernels: Kernels::Fused,
     }
 }
 

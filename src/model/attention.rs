@@ -12,6 +12,7 @@ use burn::tensor::activation::softmax;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 use super::context::PositionContext;
+use super::kernels::{attention as fused_attention, AttentionBias};
 
 /// A scheme's position terms for one layer, already combined with the layer's parameters.
 #[derive(Debug, Clone, Default)]
@@ -83,43 +84,38 @@ fn expand_index(index: &Tensor<2, Int>, b: usize, h: usize) -> Tensor<4, Int> {
     index.clone().unsqueeze::<4>().expand([b, h, l, m])
 }
 
-/// Causal attention of queries, keys and values `[B, H, L, d_h]` with the position terms of
-/// one layer. `scale` is $c$ ([`super::ModelConfig::score_scale`]). Absolute schemes have
-/// already added their table to the input.
-pub fn attend(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    terms: &PositionTerms,
-    ctx: &PositionContext,
-    scale: f32,
-) -> AttentionParts {
-    let [b, h, l, dh] = q.dims();
-    // q', k': rotations
-    let (q, k) = match (&ctx.rope, &ctx.xpos) {
+/// $q', k'$: RoPE or xPos rotations of queries and keys, `[B, H, L, d_h]`; others unchanged.
+fn rotate(q: Tensor<4>, k: Tensor<4>, ctx: &PositionContext) -> (Tensor<4>, Tensor<4>) {
+    match (&ctx.rope, &ctx.xpos) {
         (Some((cos, sin)), _) => (rope_half(q, cos, sin), rope_half(k, cos, sin)),
         (_, Some([qc, qs, kc, ks])) => {
             (rotate_interleaved(q, qc, qs), rotate_interleaved(k, kc, ks))
         }
         _ => (q, k),
-    };
-    let kt = k.clone().swap_dims(2, 3);
-    // q'_i . k'_j (XL: (q_i + u) . k_j), [B, H, L, L]
-    let mut scores = match &terms.xl {
-        Some((_, u, _)) => (q.clone() + u.clone().reshape([1, h, 1, dh])).matmul(kt),
-        None => q.clone().matmul(kt),
-    };
-    // + t_ij
-    if let (Some((keys, _)), Some(index)) = (&terms.shaw, &ctx.shaw_index) {
-        // (q w^K^T)_{i, idx_ij}, [B, H, L, 2k+1] -> [B, H, L, L]
-        let qw = q.clone().matmul(keys.clone().transpose().unsqueeze::<4>());
-        scores = scores + qw.gather(3, expand_index(index, b, h));
     }
+}
+
+/// The content-dependent relative terms $t_{ij}$ other than Shaw's, `[B, H, L, L]`:
+/// Transformer-XL's $(q_i + v) \cdot r_{i-j}$ and DeBERTa's c2p + p2c.
+fn relative_terms(
+    q: &Tensor<4>,
+    k: &Tensor<4>,
+    terms: &PositionTerms,
+    ctx: &PositionContext,
+) -> Option<Tensor<4>> {
+    let [b, h, _, dh] = q.dims();
+    let mut total: Option<Tensor<4>> = None;
+    let mut add = |t: Tensor<4>| {
+        total = Some(match total.take() {
+            Some(sum) => sum + t,
+            None => t,
+        });
+    };
     if let Some((r, _, v_bias)) = &terms.xl {
         // (q_i + v) . r_delta for delta = L-1..0, then shifted, [B, H, L, L]
         let raw = (q.clone() + v_bias.clone().reshape([1, h, 1, dh]))
             .matmul(r.clone().swap_dims(1, 2).unsqueeze::<4>());
-        scores = scores + rel_shift(raw);
+        add(rel_shift(raw));
     }
     if let (Some((pos_key, pos_query)), Some(index)) = (&terms.deberta, &ctx.deberta_index) {
         let idx = expand_index(index, b, h);
@@ -134,14 +130,92 @@ pub fn attend(
             .matmul(pos_query.clone().swap_dims(1, 2).unsqueeze::<4>())
             .gather(3, idx.swap_dims(2, 3))
             .swap_dims(2, 3);
-        scores = scores + c2p + p2c;
+        add(c2p + p2c);
     }
-    if let Some((pq, pk)) = &terms.tupe {
-        // (p_i U^Q) . (p_j U^K), [1, H, L, L]
-        scores = scores
-            + pq.clone()
-                .matmul(pk.clone().swap_dims(1, 2))
-                .unsqueeze::<4>();
+    total
+}
+
+/// TUPE's untied absolute term $(p_i U^Q) \cdot (p_j U^K)$, `[H, L, L]`.
+fn tupe_term(terms: &PositionTerms) -> Option<Tensor<3>> {
+    terms
+        .tupe
+        .as_ref()
+        .map(|(pq, pk)| pq.clone().matmul(pk.clone().swap_dims(1, 2)))
+}
+
+/// [`attend`]'s output through the fused attention operation
+/// ([`super::kernels::attention`]): rotations applied to $q, k$ first, Transformer-XL's $u$
+/// added to the queries, and every other term folded into one additive bias
+/// $c\, t_{ij} + b_{ij}$ (`[H, L, L]` when it does not depend on the content, `[B, H, L, L]`
+/// otherwise), whose gradient flows back to the scheme's parameters. `None` for Shaw's
+/// relative values, which need the weights $\alpha_{ij}$ themselves.
+pub fn attend_fused(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    terms: &PositionTerms,
+    ctx: &PositionContext,
+    scale: f32,
+) -> Option<Tensor<4>> {
+    if terms.shaw.is_some() {
+        return None;
+    }
+    let [_, h, _, dh] = q.dims();
+    let (q, k) = rotate(q, k, ctx);
+    let relative = relative_terms(&q, &k, terms, ctx);
+    // content-free part of the bias, [H, L, L]
+    let mut heads = terms.bias.clone();
+    if let Some(t) = tupe_term(terms) {
+        let t = t.mul_scalar(scale);
+        heads = Some(match heads {
+            Some(b) => b + t,
+            None => t,
+        });
+    }
+    let bias = match (relative, heads) {
+        (Some(t), Some(b)) => AttentionBias::Batch(t.mul_scalar(scale) + b.unsqueeze::<4>()),
+        (Some(t), None) => AttentionBias::Batch(t.mul_scalar(scale)),
+        (None, Some(b)) => AttentionBias::Heads(b),
+        (None, None) => AttentionBias::None,
+    };
+    // (q_i + u) . k_j for Transformer-XL
+    let q = match &terms.xl {
+        Some((_, u, _)) => q + u.clone().reshape([1, h, 1, dh]),
+        None => q,
+    };
+    Some(fused_attention(q, k, v, bias, scale))
+}
+
+/// Causal attention of queries, keys and values `[B, H, L, d_h]` with the position terms of
+/// one layer. `scale` is $c$ ([`super::ModelConfig::score_scale`]). Absolute schemes have
+/// already added their table to the input.
+pub fn attend(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    terms: &PositionTerms,
+    ctx: &PositionContext,
+    scale: f32,
+) -> AttentionParts {
+    let [b, h, l, dh] = q.dims();
+    let (q, k) = rotate(q, k, ctx);
+    let kt = k.clone().swap_dims(2, 3);
+    // q'_i . k'_j (XL: (q_i + u) . k_j), [B, H, L, L]
+    let mut scores = match &terms.xl {
+        Some((_, u, _)) => (q.clone() + u.clone().reshape([1, h, 1, dh])).matmul(kt),
+        None => q.clone().matmul(kt),
+    };
+    // + t_ij
+    if let (Some((keys, _)), Some(index)) = (&terms.shaw, &ctx.shaw_index) {
+        // (q w^K^T)_{i, idx_ij}, [B, H, L, 2k+1] -> [B, H, L, L]
+        let qw = q.clone().matmul(keys.clone().transpose().unsqueeze::<4>());
+        scores = scores + qw.gather(3, expand_index(index, b, h));
+    }
+    if let Some(t) = relative_terms(&q, &k, terms, ctx) {
+        scores = scores + t;
+    }
+    if let Some(t) = tupe_term(terms) {
+        scores = scores + t.unsqueeze::<4>();
     }
     // c (...) + b_ij
     scores = scores.mul_scalar(scale);

@@ -5,6 +5,7 @@ use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use ndarray::Array2;
 
 use super::config::{ModelConfig, Scheme};
+use super::kernels::Kernels;
 use crate::encodings::alibi::alibi_bias;
 use crate::encodings::deberta::{DebertaRelative, LogBuckets};
 use crate::encodings::fire::fire_feature;
@@ -24,6 +25,9 @@ use crate::error::Result;
 pub struct PositionContext {
     /// $L$.
     pub len: usize,
+    /// The kernels a forward pass uses: fused on the Flex CPU backend, the reference elsewhere
+    /// ([`PositionContext::with_kernels`] chooses).
+    pub kernels: Kernels,
     /// `true` above the diagonal (future keys, masked), `[L, L]`.
     pub causal_mask: Tensor<2, Bool>,
     /// Positions $0..L$ clamped to the absolute tables' last row, `[L]`.
@@ -72,6 +76,13 @@ pub fn index2(a: &Array2<usize>, device: &Device) -> Tensor<2, Int> {
 }
 
 impl PositionContext {
+    /// The same context with `kernels` (the fused ones only where the device is Flex).
+    #[must_use]
+    pub fn with_kernels(mut self, kernels: Kernels) -> Self {
+        self.kernels = kernels.for_device(&self.causal_mask.device());
+        self
+    }
+
     /// The objects for `len` positions. `rope_scaling` replaces plain RoPE's frequencies at
     /// inference (PI, NTK, dynamic NTK, YaRN, Llama3; dynamic NTK looks at `len`).
     ///
@@ -87,6 +98,7 @@ impl PositionContext {
         let positions: Vec<f64> = (0..len).map(|p| p as f64).collect();
         let mut ctx = Self {
             len,
+            kernels: Kernels::Fused.for_device(device),
             // true where j > i
             causal_mask: Tensor::<2, Bool>::tril_mask([len, len], 0, device),
             clamped_positions: Tensor::from_data(

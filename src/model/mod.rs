@@ -16,18 +16,19 @@ pub mod checkpoint;
 pub mod config;
 pub mod context;
 pub mod init;
+pub mod kernels;
 
 use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear};
-use burn::tensor::activation::{gelu, log_softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use ndarray::Array2;
 use ndarray_rand::rand::rngs::StdRng;
 use ndarray_rand::rand::SeedableRng;
 
-pub use attention::{attend, AttentionParts, PositionTerms};
+pub use attention::{attend, attend_fused, AttentionParts, PositionTerms};
 pub use config::{ModelConfig, Scheme};
 pub use context::PositionContext;
+pub use kernels::Kernels;
 
 use crate::encodings::alibi::alibi_slopes;
 use crate::encodings::fire::Fire;
@@ -39,6 +40,7 @@ use crate::encodings::tupe::Tupe;
 use crate::encodings::xl::{TransformerXl, XlDirection};
 use crate::error::Result;
 use init::{linear, normal, param1, param2};
+use kernels::{gelu_with, layer_norm_with, nll_with};
 
 /// Trainable position parameters of one attention layer; only the fields of the model's
 /// scheme are `Some`.
@@ -297,17 +299,23 @@ impl Lm {
             p.val().select(0, ctx.clamped_positions.clone())
         });
         let mut probs = Vec::new();
+        let kernels = ctx.kernels;
         for block in &self.blocks {
-            let h = block.ln_attn.forward(x.clone());
-            let (attended, alpha) = block.attn.forward_parts(c, ctx, h, tupe_p.clone());
-            if keep_probs {
+            let h = layer_norm_with(&block.ln_attn, x.clone(), LAYER_NORM_EPS, kernels);
+            let attended = if keep_probs {
+                let (attended, alpha) = block.attn.forward_parts(c, ctx, h, tupe_p.clone());
                 probs.push(alpha);
-            }
+                attended
+            } else {
+                block.attn.forward(c, ctx, h, tupe_p.clone())
+            };
             x = x + attended;
-            let h = block.ln_ffn.forward(x.clone());
-            x = x + block.ffn_down.forward(gelu(block.ffn_up.forward(h)));
+            let h = layer_norm_with(&block.ln_ffn, x.clone(), LAYER_NORM_EPS, kernels);
+            x = x + block
+                .ffn_down
+                .forward(gelu_with(block.ffn_up.forward(h), kernels));
         }
-        let h = self.ln_final.forward(x);
+        let h = layer_norm_with(&self.ln_final, x, LAYER_NORM_EPS, kernels);
         // logits = h E^T, [B, L, 256]
         (h.matmul(e.transpose().unsqueeze::<3>()), probs)
     }
@@ -328,12 +336,8 @@ impl Lm {
         tokens: Tensor<2, Int>,
         targets: Tensor<2, Int>,
     ) -> Tensor<2> {
-        let [b, l] = tokens.dims();
-        let logp = log_softmax(self.forward(c, ctx, tokens), 2);
-        // -log p(target), [B, L]
-        logp.gather(2, targets.reshape([b, l, 1]))
-            .reshape([b, l])
-            .neg()
+        // -log p(target) = log sum_j e^{x_j} - x_target, [B, L]
+        nll_with(self.forward(c, ctx, tokens), targets, ctx.kernels)
     }
 
     /// Mean cross-entropy in nats per byte (a scalar tensor, for training).
@@ -347,6 +351,9 @@ impl Lm {
         self.nll(c, ctx, tokens, targets).mean()
     }
 }
+
+/// $\epsilon$ of every LayerNorm (burn's default, `LayerNormConfig::new(d)`).
+pub const LAYER_NORM_EPS: f32 = 1e-5;
 
 /// $x + p$ with the table broadcast over the batch: `[B, L, d] + [L, d]`.
 pub fn add_positions(x: Tensor<3>, table: Tensor<2>) -> Tensor<3> {
@@ -362,7 +369,33 @@ impl SelfAttention {
         x: Tensor<3>,
         tupe_p: Option<Tensor<2>>,
     ) -> Tensor<3> {
-        self.forward_parts(c, ctx, x, tupe_p).0
+        if ctx.kernels == Kernels::Reference {
+            return self.forward_parts(c, ctx, x, tupe_p).0;
+        }
+        let [b, l, d] = x.dims();
+        let (q, k, v) = self.project(c, x);
+        let terms = self.position_terms(c, ctx, tupe_p);
+        let scale = c.score_scale();
+        let o = match attend_fused(q.clone(), k.clone(), v.clone(), &terms, ctx, scale) {
+            Some(o) => o,
+            // Shaw's relative values need the weights: the composed attention
+            None => attend(q, k, v, &terms, ctx, scale).output,
+        };
+        // [B, H, L, dh] -> [B, L, d]
+        self.out.forward(o.swap_dims(1, 2).reshape([b, l, d]))
+    }
+
+    /// Queries, keys and values `[B, H, L, d_head]` of `x [B, L, d_model]`.
+    fn project(&self, c: &ModelConfig, x: Tensor<3>) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+        let [b, l, _] = x.dims();
+        let (h, dh) = (c.heads, c.head_dim());
+        // [B, L, d] -> [B, H, L, dh]
+        let split = |t: Tensor<3>| t.reshape([b, l, h, dh]).swap_dims(1, 2);
+        (
+            split(self.query.forward(x.clone())),
+            split(self.key.forward(x.clone())),
+            split(self.value.forward(x)),
+        )
     }
 
     /// The output `[B, L, d_model]` and the attention weights `[B, H, L, L]`.
@@ -374,12 +407,7 @@ impl SelfAttention {
         tupe_p: Option<Tensor<2>>,
     ) -> (Tensor<3>, Tensor<4>) {
         let [b, l, d] = x.dims();
-        let (h, dh) = (c.heads, c.head_dim());
-        // [B, L, d] -> [B, H, L, dh]
-        let split = |t: Tensor<3>| t.reshape([b, l, h, dh]).swap_dims(1, 2);
-        let q = split(self.query.forward(x.clone()));
-        let k = split(self.key.forward(x.clone()));
-        let v = split(self.value.forward(x));
+        let (q, k, v) = self.project(c, x);
         let terms = self.position_terms(c, ctx, tupe_p);
         let parts = attend(q, k, v, &terms, ctx, c.score_scale());
         // [B, H, L, dh] -> [B, L, d]

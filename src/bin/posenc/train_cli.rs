@@ -8,7 +8,7 @@ use posenc::data::default_corpus_dir;
 use posenc::eval::{evaluate, write_csv, EvalOptions, InferenceScaling, Mode, ScalingKind};
 use posenc::experiment::{sweep as run_sweep, SweepConfig, SweepEval};
 use posenc::model::checkpoint::WeightDtype;
-use posenc::model::{ModelConfig, Scheme};
+use posenc::model::{Kernels, ModelConfig, Scheme};
 use posenc::train::{load_model, train as run_train, TrainConfig, TrainRun};
 
 /// Where tensors live.
@@ -31,6 +31,28 @@ pub struct Common {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Attention, GELU, LayerNorm and loss: one fused operation each (CPU only; other devices
+    /// use the reference) or burn's composed operations.
+    #[arg(long, value_enum, default_value_t = KernelsArg::Fused)]
+    kernels: KernelsArg,
+}
+
+/// `--kernels`.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum KernelsArg {
+    /// burn's own operations, composed (the specification).
+    Reference,
+    /// One fused, parallel operation each.
+    Fused,
+}
+
+impl From<KernelsArg> for Kernels {
+    fn from(k: KernelsArg) -> Self {
+        match k {
+            KernelsArg::Reference => Kernels::Reference,
+            KernelsArg::Fused => Kernels::Fused,
+        }
+    }
 }
 
 impl Common {
@@ -173,6 +195,7 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
         },
         corpus: a.common.corpus(),
         device: a.common.device()?,
+        kernels: a.common.kernels.into(),
     };
     let (info, _) = run_train(&run).map_err(err)?;
     Ok(format!(
@@ -259,6 +282,7 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
         per_position: a.per_position.clone(),
         progress: !a.common.quiet,
         corpus: a.common.corpus(),
+        kernels: a.common.kernels.into(),
     };
     let variant = match (&scaling, info.model.rope_scaling) {
         (Some(s), _) => s.kind.name().to_string(),

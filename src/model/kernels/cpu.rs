@@ -1,0 +1,711 @@
+//! The fused operations on contiguous row-major `f32` slices, parallel over rows or over
+//! (batch, head) with rayon: causal attention with a score bias, GELU, LayerNorm and
+//! log-softmax + NLL, each forward and backward.
+//!
+//! Products go through the `gemm` crate (one thread per call, inside rayon's parallel loop);
+//! everything around them is one pass per row, vectorised by [`super::simd`].
+
+use gemm::{gemm, Parallelism};
+use rayon::prelude::*;
+
+use super::simd::{erfc, exp, multiversion, normal_cdf, FRAC_1_SQRT_2, FRAC_1_SQRT_2PI};
+
+/// Query rows per attention tile. Key columns past a tile's last row are masked for every row
+/// of the tile, so the products of a tile stop there: about $(T/L + 1)/2$ of the full
+/// $L \times L$ work (62.5% at $L = 128$).
+pub const TILE: usize = 32;
+
+/// Sizes of a multi-head attention problem: queries, keys and values `[B, H, L, D]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionDims {
+    /// $B$.
+    pub batch: usize,
+    /// $H$.
+    pub heads: usize,
+    /// $L$ (queries and keys alike; causal).
+    pub len: usize,
+    /// $D$, the head dimension.
+    pub dim: usize,
+}
+
+impl AttentionDims {
+    fn head_len(&self) -> usize {
+        self.len * self.dim
+    }
+}
+
+/// An additive score bias $b_{ij}$.
+#[derive(Debug, Clone, Copy)]
+pub enum Bias<'a> {
+    /// No bias.
+    None,
+    /// One `[L, L]` matrix per head, shared by the batch: `[H, L, L]`.
+    Heads(&'a [f32]),
+    /// One matrix per sequence and head: `[B, H, L, L]`.
+    Batch(&'a [f32]),
+}
+
+impl<'a> Bias<'a> {
+    /// The `[L, L]` matrix of head `bh = b H + h`, if any.
+    fn of_head(&self, bh: usize, dims: &AttentionDims) -> Option<&'a [f32]> {
+        let ll = dims.len * dims.len;
+        match *self {
+            Bias::None => None,
+            Bias::Heads(b) => {
+                let h = bh % dims.heads;
+                Some(&b[h * ll..(h + 1) * ll])
+            }
+            Bias::Batch(b) => Some(&b[bh * ll..(bh + 1) * ll]),
+        }
+    }
+}
+
+/// $C = \beta A B$ (or $C \mathrel{+}= \beta A B$ when `accumulate`), single-threaded, with
+/// every operand given by a pointer, its row stride and its column stride.
+///
+/// # Safety
+/// The pointers must cover `m x k`, `k x n` and `m x n` elements at the given strides, and
+/// `dst` must not overlap the inputs.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product(
+    (m, n, k): (usize, usize, usize),
+    dst: (*mut f32, usize, usize),
+    accumulate: bool,
+    lhs: (*const f32, usize, usize),
+    rhs: (*const f32, usize, usize),
+    beta: f32,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            for i in 0..m {
+                for j in 0..n {
+                    *dst.0.add(i * dst.1 + j * dst.2) = 0.0;
+                }
+            }
+        }
+        return;
+    }
+    // gemm's convention: dst = alpha dst + beta lhs rhs, strides as (column, row)
+    gemm(
+        m,
+        n,
+        k,
+        dst.0,
+        dst.2 as isize,
+        dst.1 as isize,
+        accumulate,
+        lhs.0,
+        lhs.2 as isize,
+        lhs.1 as isize,
+        rhs.0,
+        rhs.2 as isize,
+        rhs.1 as isize,
+        1.0,
+        beta,
+        false,
+        false,
+        false,
+        Parallelism::None,
+    );
+}
+
+multiversion! {
+    /// One causal softmax row in place: `row[j] = scale row[j] + bias[j]` for `j < valid`,
+    /// then $p_j = e^{s_j - \max} / \sum$, zeros from `valid` on. Returns
+    /// $\log \sum_j e^{s_j}$.
+    fn softmax_row(row: &mut [f32], bias: Option<&[f32]>, scale: f32, valid: usize) -> f32 {
+        let (live, dead) = row.split_at_mut(valid);
+        match bias {
+            Some(b) => {
+                for (s, &b) in live.iter_mut().zip(&b[..valid]) {
+                    *s = s.mul_add(scale, b);
+                }
+            }
+            None => {
+                for s in live.iter_mut() {
+                    *s *= scale;
+                }
+            }
+        }
+        let max = live.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let mut sum = 0.0f32;
+        for s in live.iter_mut() {
+            *s = exp(*s - max);
+            sum += *s;
+        }
+        let inv = 1.0 / sum;
+        for s in live.iter_mut() {
+            *s *= inv;
+        }
+        dead.fill(0.0);
+        max + sum.ln()
+    }
+}
+
+multiversion! {
+    /// The probabilities of one row from its raw products and log-sum-exp:
+    /// $p_j = e^{\text{scale}\, s_j + b_j - \text{lse}}$ for `j < valid`, zeros after.
+    fn probs_row(row: &mut [f32], bias: Option<&[f32]>, scale: f32, valid: usize, lse: f32) {
+        let (live, dead) = row.split_at_mut(valid);
+        match bias {
+            Some(b) => {
+                for (s, &b) in live.iter_mut().zip(&b[..valid]) {
+                    *s = exp(s.mul_add(scale, b) - lse);
+                }
+            }
+            None => {
+                for s in live.iter_mut() {
+                    *s = exp(s.mul_add(scale, -lse));
+                }
+            }
+        }
+        dead.fill(0.0);
+    }
+}
+
+multiversion! {
+    /// $\partial s_j = p_j (\partial p_j - \delta)$ in place of `dp`, for `j < valid`; zeros after.
+    fn score_grad_row(dp: &mut [f32], p: &[f32], delta: f32, valid: usize) {
+        let (live, dead) = dp.split_at_mut(valid);
+        for (g, &p) in live.iter_mut().zip(&p[..valid]) {
+            *g = p * (*g - delta);
+        }
+        dead.fill(0.0);
+    }
+}
+
+/// Forward pass of one head: `out [L, D]` and the log-sum-exp of every row `lse [L]`.
+#[allow(clippy::too_many_arguments)]
+fn attention_head_forward(
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    bias: Option<&[f32]>,
+    scale: f32,
+    dims: &AttentionDims,
+    out: &mut [f32],
+    lse: &mut [f32],
+    scratch: &mut [f32],
+) {
+    let (l, d) = (dims.len, dims.dim);
+    for i0 in (0..l).step_by(TILE) {
+        let m = TILE.min(l - i0);
+        // keys 0..n can be seen by some row of the tile
+        let n = i0 + m;
+        // S = Q_tile K^T, [m, n] at row stride n
+        let s = &mut scratch[..m * n];
+        // SAFETY: q covers rows i0..i0+m of d, k covers n rows of d, s holds m x n.
+        unsafe {
+            product(
+                (m, n, d),
+                (s.as_mut_ptr(), n, 1),
+                false,
+                (q[i0 * d..].as_ptr(), d, 1),
+                (k.as_ptr(), 1, d),
+                1.0,
+            );
+        }
+        for r in 0..m {
+            let i = i0 + r;
+            let b = bias.map(|b| &b[i * l..i * l + n]);
+            lse[i] = softmax_row(&mut s[r * n..(r + 1) * n], b, scale, i + 1);
+        }
+        // O_tile = P V[0..n], [m, d]
+        // SAFETY: s is m x n, v covers n rows of d, out covers rows i0..i0+m.
+        unsafe {
+            product(
+                (m, d, n),
+                (out[i0 * d..].as_mut_ptr(), d, 1),
+                false,
+                (s.as_ptr(), n, 1),
+                (v.as_ptr(), d, 1),
+                1.0,
+            );
+        }
+    }
+}
+
+/// Causal attention of every head, parallel over (batch, head):
+///
+/// ```math
+/// o_i = \sum_{j \le i} \operatorname{softmax}_j\!\big(c\, q_i \cdot k_j + b_{ij}\big)\, v_j
+/// ```
+///
+/// Returns `out [B, H, L, D]` and the log-sum-exp of every row `[B, H, L]` (what the backward
+/// pass needs to rebuild the weights). No `[L, L]` matrix is kept: each thread holds one tile of
+/// `TILE x L` scores.
+pub fn attention_forward(
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    bias: Bias<'_>,
+    scale: f32,
+    dims: AttentionDims,
+) -> (Vec<f32>, Vec<f32>) {
+    let (hl, l) = (dims.head_len(), dims.len);
+    let heads = dims.batch * dims.heads;
+    let mut out = vec![0.0f32; heads * hl];
+    let mut lse = vec![0.0f32; heads * l];
+    out.par_chunks_mut(hl.max(1))
+        .zip(lse.par_chunks_mut(l.max(1)))
+        .enumerate()
+        .for_each_init(
+            || vec![0.0f32; TILE * l],
+            |scratch, (bh, (out, lse))| {
+                let at = bh * hl..(bh + 1) * hl;
+                attention_head_forward(
+                    (&q[at.clone()], &k[at.clone()], &v[at]),
+                    bias.of_head(bh, &dims),
+                    scale,
+                    &dims,
+                    out,
+                    lse,
+                    scratch,
+                );
+            },
+        );
+    (out, lse)
+}
+
+/// Gradients of [`attention_forward`] with respect to its inputs.
+#[derive(Debug, Clone)]
+pub struct AttentionGrads {
+    /// $\partial q$, `[B, H, L, D]`.
+    pub q: Vec<f32>,
+    /// $\partial k$.
+    pub k: Vec<f32>,
+    /// $\partial v$.
+    pub v: Vec<f32>,
+    /// $\partial b$ in the bias's own shape (`[H, L, L]` summed over the batch, or
+    /// `[B, H, L, L]`); empty without a bias.
+    pub bias: Vec<f32>,
+}
+
+/// Per-thread buffers of the backward pass.
+struct BackwardScratch {
+    p: Vec<f32>,
+    dp: Vec<f32>,
+}
+
+/// Backward pass of one head. `dbias` is the head's `[L, L]` bias gradient, if wanted.
+#[allow(clippy::too_many_arguments)]
+fn attention_head_backward(
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    (out, dout, lse): (&[f32], &[f32], &[f32]),
+    bias: Option<&[f32]>,
+    scale: f32,
+    dims: &AttentionDims,
+    (dq, dk, dv): (&mut [f32], &mut [f32], &mut [f32]),
+    mut dbias: Option<&mut [f32]>,
+    scratch: &mut BackwardScratch,
+) {
+    let (l, d) = (dims.len, dims.dim);
+    dk.fill(0.0);
+    dv.fill(0.0);
+    for i0 in (0..l).step_by(TILE) {
+        let m = TILE.min(l - i0);
+        let n = i0 + m;
+        let p = &mut scratch.p[..m * n];
+        let dp = &mut scratch.dp[..m * n];
+        // rebuild P from Q_tile K^T and the saved log-sum-exp
+        // SAFETY: as in the forward pass.
+        unsafe {
+            product(
+                (m, n, d),
+                (p.as_mut_ptr(), n, 1),
+                false,
+                (q[i0 * d..].as_ptr(), d, 1),
+                (k.as_ptr(), 1, d),
+                1.0,
+            );
+        }
+        for r in 0..m {
+            let i = i0 + r;
+            let b = bias.map(|b| &b[i * l..i * l + n]);
+            probs_row(&mut p[r * n..(r + 1) * n], b, scale, i + 1, lse[i]);
+        }
+        // dP = dO_tile V^T, [m, n]
+        // SAFETY: dout covers rows i0..i0+m, v covers n rows, dp holds m x n.
+        unsafe {
+            product(
+                (m, n, d),
+                (dp.as_mut_ptr(), n, 1),
+                false,
+                (dout[i0 * d..].as_ptr(), d, 1),
+                (v.as_ptr(), 1, d),
+                1.0,
+            );
+        }
+        // dS = P (dP - delta), delta_i = dO_i . O_i
+        for r in 0..m {
+            let i = i0 + r;
+            let delta: f32 = dout[i * d..(i + 1) * d]
+                .iter()
+                .zip(&out[i * d..(i + 1) * d])
+                .map(|(a, b)| a * b)
+                .sum();
+            score_grad_row(
+                &mut dp[r * n..(r + 1) * n],
+                &p[r * n..(r + 1) * n],
+                delta,
+                i + 1,
+            );
+            if let Some(db) = dbias.as_deref_mut() {
+                db[i * l..i * l + n].copy_from_slice(&dp[r * n..(r + 1) * n]);
+                db[i * l + n..(i + 1) * l].fill(0.0);
+            }
+        }
+        // SAFETY: dp, p are m x n; k, q, dout, dq, dk, dv cover the rows used.
+        unsafe {
+            // dQ_tile = c dS K[0..n]
+            product(
+                (m, d, n),
+                (dq[i0 * d..].as_mut_ptr(), d, 1),
+                false,
+                (dp.as_ptr(), n, 1),
+                (k.as_ptr(), d, 1),
+                scale,
+            );
+            // dK[0..n] += c dS^T Q_tile
+            product(
+                (n, d, m),
+                (dk.as_mut_ptr(), d, 1),
+                true,
+                (dp.as_ptr(), 1, n),
+                (q[i0 * d..].as_ptr(), d, 1),
+                scale,
+            );
+            // dV[0..n] += P^T dO_tile
+            product(
+                (n, d, m),
+                (dv.as_mut_ptr(), d, 1),
+                true,
+                (p.as_ptr(), 1, n),
+                (dout[i0 * d..].as_ptr(), d, 1),
+                1.0,
+            );
+        }
+    }
+}
+
+/// Backward pass of [`attention_forward`] from the output gradient `dout [B, H, L, D]`, the
+/// forward output and its log-sum-exp:
+///
+/// ```math
+/// \partial s_{ij} = p_{ij}\big(\partial o_i \cdot v_j - \partial o_i \cdot o_i\big), \quad
+/// \partial q_i = c \sum_j \partial s_{ij} k_j, \quad \partial k_j = c \sum_i \partial s_{ij} q_i,
+/// \quad \partial v_j = \sum_i p_{ij} \partial o_i, \quad \partial b_{ij} = \partial s_{ij}.
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward(
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    (out, dout, lse): (&[f32], &[f32], &[f32]),
+    bias: Bias<'_>,
+    scale: f32,
+    dims: AttentionDims,
+    want_bias_grad: bool,
+) -> AttentionGrads {
+    let (hl, l) = (dims.head_len(), dims.len);
+    let ll = l * l;
+    let heads = dims.batch * dims.heads;
+    let mut dq = vec![0.0f32; heads * hl];
+    let mut dk = vec![0.0f32; heads * hl];
+    let mut dv = vec![0.0f32; heads * hl];
+    let with_bias = want_bias_grad && !matches!(bias, Bias::None);
+    // dS of every head (summed over the batch afterwards for a per-head bias)
+    let mut ds = if with_bias {
+        vec![0.0f32; heads * ll]
+    } else {
+        Vec::new()
+    };
+    let mut ds_chunks: Vec<Option<&mut [f32]>> = if with_bias {
+        ds.chunks_mut(ll.max(1)).map(Some).collect()
+    } else {
+        (0..heads).map(|_| None).collect()
+    };
+    dq.par_chunks_mut(hl.max(1))
+        .zip(dk.par_chunks_mut(hl.max(1)))
+        .zip(dv.par_chunks_mut(hl.max(1)))
+        .zip(ds_chunks.par_iter_mut())
+        .enumerate()
+        .for_each_init(
+            || BackwardScratch {
+                p: vec![0.0f32; TILE * l],
+                dp: vec![0.0f32; TILE * l],
+            },
+            |scratch, (bh, (((dq, dk), dv), dbias))| {
+                let at = bh * hl..(bh + 1) * hl;
+                attention_head_backward(
+                    (&q[at.clone()], &k[at.clone()], &v[at.clone()]),
+                    (&out[at.clone()], &dout[at], &lse[bh * l..(bh + 1) * l]),
+                    bias.of_head(bh, &dims),
+                    scale,
+                    &dims,
+                    (dq, dk, dv),
+                    dbias.as_deref_mut(),
+                    scratch,
+                );
+            },
+        );
+    drop(ds_chunks);
+    let bias_grad = match bias {
+        Bias::Heads(_) if with_bias => {
+            // sum over the batch, parallel over (head, row)
+            let mut summed = vec![0.0f32; dims.heads * ll];
+            summed
+                .par_chunks_mut(l.max(1))
+                .enumerate()
+                .for_each(|(row, dst)| {
+                    let (h, i) = (row / l, row % l);
+                    for b in 0..dims.batch {
+                        let at = (b * dims.heads + h) * ll + i * l;
+                        for (x, &y) in dst.iter_mut().zip(&ds[at..at + l]) {
+                            *x += y;
+                        }
+                    }
+                });
+            summed
+        }
+        _ => ds,
+    };
+    AttentionGrads {
+        q: dq,
+        k: dk,
+        v: dv,
+        bias: bias_grad,
+    }
+}
+
+multiversion! {
+    /// GELU of a slice: $x \Phi(x)$.
+    fn gelu_slice(x: &[f32], y: &mut [f32]) {
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y = x * normal_cdf(x);
+        }
+    }
+}
+
+multiversion! {
+    /// GELU's backward on a slice: $g\,(\Phi(x) + x \varphi(x))$,
+    /// $\varphi(x) = e^{-x^2/2} / \sqrt{2\pi}$.
+    fn gelu_backward_slice(x: &[f32], g: &[f32], dx: &mut [f32]) {
+        for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(g) {
+            let pdf = FRAC_1_SQRT_2PI * exp(-0.5 * x * x);
+            *dx = g * x.mul_add(pdf, 0.5 * erfc(-x * FRAC_1_SQRT_2));
+        }
+    }
+}
+
+/// Elements per parallel chunk of the elementwise kernels.
+const CHUNK: usize = 16 * 1024;
+
+/// Exact (erf) GELU, $\text{GELU}(x) = x \Phi(x) = \tfrac{x}{2}\big(1 + \operatorname{erf}(x/\sqrt2)\big)$.
+pub fn gelu_forward(x: &[f32]) -> Vec<f32> {
+    let mut y = vec![0.0f32; x.len()];
+    y.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(y, x)| gelu_slice(x, y));
+    y
+}
+
+/// $\partial x = \partial y \, \big(\Phi(x) + x\varphi(x)\big)$.
+pub fn gelu_backward(x: &[f32], dy: &[f32]) -> Vec<f32> {
+    let mut dx = vec![0.0f32; x.len()];
+    dx.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK).zip(dy.par_chunks(CHUNK)))
+        .for_each(|(dx, (x, g))| gelu_backward_slice(x, g, dx));
+    dx
+}
+
+multiversion! {
+    /// One LayerNorm row: writes $\hat x \gamma + \beta$ and returns
+    /// $(\mu, 1/\sigma)$.
+    fn layer_norm_row(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, y: &mut [f32]) -> (f32, f32) {
+        let n = x.len() as f32;
+        let mean = x.iter().sum::<f32>() / n;
+        let var = x.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / n;
+        let rstd = 1.0 / (var + eps).sqrt();
+        for (((y, &x), &g), &b) in y.iter_mut().zip(x).zip(gamma).zip(beta) {
+            *y = ((x - mean) * rstd).mul_add(g, b);
+        }
+        (mean, rstd)
+    }
+}
+
+/// LayerNorm over the last axis of `x [rows, d]`:
+/// $y = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} \gamma + \beta$ with the biased variance.
+/// Returns `y` and the per-row $(\mu, 1/\sigma)$ as `[rows, 2]`.
+pub fn layer_norm_forward(
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let d = gamma.len().max(1);
+    let mut y = vec![0.0f32; x.len()];
+    let mut stats = vec![0.0f32; 2 * (x.len() / d)];
+    y.par_chunks_mut(d)
+        .zip(x.par_chunks(d))
+        .zip(stats.par_chunks_mut(2))
+        .for_each(|((y, x), st)| {
+            let (mean, rstd) = layer_norm_row(x, gamma, beta, eps, y);
+            st[0] = mean;
+            st[1] = rstd;
+        });
+    (y, stats)
+}
+
+multiversion! {
+    /// One LayerNorm row backward: writes $\partial x$ and adds to the running
+    /// $\partial\gamma$, $\partial\beta$.
+    fn layer_norm_backward_row(
+        x: &[f32],
+        dy: &[f32],
+        gamma: &[f32],
+        stats: (f32, f32),
+        dx: &mut [f32],
+        dgamma: &mut [f32],
+        dbeta: &mut [f32],
+    ) {
+        let (mean, rstd) = stats;
+        let n = x.len() as f32;
+        // a = mean(g dy), b = mean(g dy xhat)
+        let mut a = 0.0f32;
+        let mut b = 0.0f32;
+        for (((&x, &dy), &g), (dg, db)) in x.iter().zip(dy).zip(gamma).zip(dgamma.iter_mut().zip(dbeta.iter_mut())) {
+            let xhat = (x - mean) * rstd;
+            let gdy = g * dy;
+            a += gdy;
+            b += gdy * xhat;
+            *dg = dy.mul_add(xhat, *dg);
+            *db += dy;
+        }
+        a /= n;
+        b /= n;
+        for (((dx, &x), &dy), &g) in dx.iter_mut().zip(x).zip(dy).zip(gamma) {
+            let xhat = (x - mean) * rstd;
+            *dx = rstd * (g * dy - a - xhat * b);
+        }
+    }
+}
+
+/// Rows per parallel chunk of the row kernels (LayerNorm, NLL).
+const ROWS: usize = 64;
+
+/// LayerNorm backward:
+///
+/// ```math
+/// \partial x = \frac{1}{\sigma}\Big(\gamma \partial y - \overline{\gamma \partial y}
+///   - \hat x \, \overline{\gamma \partial y \, \hat x}\Big), \quad
+/// \partial \gamma = \sum_{\text{rows}} \partial y \, \hat x, \quad
+/// \partial \beta = \sum_{\text{rows}} \partial y .
+/// ```
+///
+/// Returns $(\partial x, \partial\gamma, \partial\beta)$.
+pub fn layer_norm_backward(
+    x: &[f32],
+    dy: &[f32],
+    gamma: &[f32],
+    stats: &[f32],
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let d = gamma.len().max(1);
+    let mut dx = vec![0.0f32; x.len()];
+    let partial: Vec<(Vec<f32>, Vec<f32>)> = dx
+        .par_chunks_mut(d * ROWS)
+        .zip(x.par_chunks(d * ROWS))
+        .zip(dy.par_chunks(d * ROWS))
+        .zip(stats.par_chunks(2 * ROWS))
+        .map(|(((dx, x), dy), st)| {
+            let mut dgamma = vec![0.0f32; d];
+            let mut dbeta = vec![0.0f32; d];
+            for (r, dx) in dx.chunks_mut(d).enumerate() {
+                layer_norm_backward_row(
+                    &x[r * d..(r + 1) * d],
+                    &dy[r * d..(r + 1) * d],
+                    gamma,
+                    (st[2 * r], st[2 * r + 1]),
+                    dx,
+                    &mut dgamma,
+                    &mut dbeta,
+                );
+            }
+            (dgamma, dbeta)
+        })
+        .collect();
+    let mut dgamma = vec![0.0f32; d];
+    let mut dbeta = vec![0.0f32; d];
+    for (g, b) in partial {
+        for (acc, v) in dgamma.iter_mut().zip(g) {
+            *acc += v;
+        }
+        for (acc, v) in dbeta.iter_mut().zip(b) {
+            *acc += v;
+        }
+    }
+    (dx, dgamma, dbeta)
+}
+
+multiversion! {
+    /// $\log \sum_j e^{x_j}$ of one row.
+    fn log_sum_exp_row(x: &[f32]) -> f32 {
+        let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let sum: f32 = x.iter().map(|&v| exp(v - max)).sum();
+        max + sum.ln()
+    }
+}
+
+multiversion! {
+    /// $\partial x_j = g\,(e^{x_j - \text{lse}} - [j = t])$ for one row.
+    fn nll_backward_row(x: &[f32], lse: f32, target: usize, g: f32, dx: &mut [f32]) {
+        for (dx, &x) in dx.iter_mut().zip(x) {
+            *dx = g * exp(x - lse);
+        }
+        dx[target] -= g;
+    }
+}
+
+/// Negative log-likelihood of `targets [rows]` under `logits [rows, V]`:
+/// $\ell_r = \log\sum_j e^{x_{rj}} - x_{r t_r}$. Returns `nll [rows]` and the row's
+/// log-sum-exp `[rows]`. Targets must be below `V` (checked by the caller).
+pub fn nll_forward(logits: &[f32], targets: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>) {
+    let rows = targets.len();
+    let mut nll = vec![0.0f32; rows];
+    let mut lse = vec![0.0f32; rows];
+    nll.par_chunks_mut(ROWS)
+        .zip(lse.par_chunks_mut(ROWS))
+        .enumerate()
+        .for_each(|(c, (nll, lse))| {
+            for r in 0..nll.len() {
+                let row = c * ROWS + r;
+                let x = &logits[row * vocab..(row + 1) * vocab];
+                lse[r] = log_sum_exp_row(x);
+                nll[r] = lse[r] - x[targets[row]];
+            }
+        });
+    (nll, lse)
+}
+
+/// $\partial x_{rj} = \partial\ell_r \,\big(\operatorname{softmax}(x_r)_j - [j = t_r]\big)$.
+pub fn nll_backward(
+    logits: &[f32],
+    targets: &[usize],
+    lse: &[f32],
+    dnll: &[f32],
+    vocab: usize,
+) -> Vec<f32> {
+    let mut dx = vec![0.0f32; logits.len()];
+    dx.par_chunks_mut(vocab.max(1) * ROWS)
+        .enumerate()
+        .for_each(|(c, dx)| {
+            for (r, dx) in dx.chunks_mut(vocab.max(1)).enumerate() {
+                let row = c * ROWS + r;
+                nll_backward_row(
+                    &logits[row * vocab..(row + 1) * vocab],
+                    lse[row],
+                    targets[row],
+                    dnll[row],
+                    dx,
+                );
+            }
+        });
+    dx
+}

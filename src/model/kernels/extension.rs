@@ -1,0 +1,475 @@
+//! The fused operations as a burn backend extension: one trait, implemented on the Flex CPU
+//! backend by [`super::cpu`] and on `Autodiff<Flex>` with hand-written backward steps, so the
+//! operations sit inside burn's own autograd.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::{backend_extension, Autodiff, Backend, ExtensionType, Flex};
+use burn::tensor::{DType, Shape, TensorData};
+
+use super::cpu::{self, AttentionDims, Bias};
+
+/// An additive attention-score bias, in one of the two shapes the schemes produce.
+#[derive(ExtensionType)]
+pub enum ScoreBias<B: Backend> {
+    /// No bias.
+    None,
+    /// `[H, L, L]`, shared by the batch (T5, ALiBi, Kerple, FIRE, TUPE).
+    Heads(FloatTensor<B>),
+    /// `[B, H, L, L]` (terms that depend on the content: Transformer-XL, DeBERTa).
+    Batch(FloatTensor<B>),
+}
+
+/// Fused operations of the language model. Every input is `f32`.
+#[backend_extension(Flex, Autodiff)]
+pub trait FusedOps: Backend {
+    /// Causal attention of `q, k, v [B, H, L, D]`: $\operatorname{softmax}(c\,QK^\top + b)V$.
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        #[extension_type] bias: ScoreBias<Self>,
+        scale: f32,
+    ) -> FloatTensor<Self>;
+
+    /// Exact GELU, elementwise.
+    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// LayerNorm over the last axis with weight `gamma [d]` and bias `beta [d]`.
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self>;
+
+    /// Negative log-likelihood `[N]` of `targets [N]` under `logits [N, V]`.
+    fn fused_nll(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> FloatTensor<Self>;
+}
+
+/// A Flex tensor's `f32` values in row-major order (copied only when not contiguous).
+fn values(t: &FlexTensor) -> std::borrow::Cow<'_, [f32]> {
+    match t.as_slice::<f32>() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => {
+            let c = t.to_contiguous();
+            std::borrow::Cow::Owned(c.as_slice::<f32>().map(<[f32]>::to_vec).unwrap_or_else(|| {
+                // not f32: convert through TensorData
+                c.clone()
+                    .into_data()
+                    .convert::<f32>()
+                    .try_into_vec::<f32>()
+                    .unwrap_or_default()
+            }))
+        }
+    }
+}
+
+/// Integer values of a Flex tensor as indices.
+fn indices(t: &FlexTensor) -> Vec<usize> {
+    let data = t.to_contiguous().into_data().convert::<i64>();
+    data.try_into_vec::<i64>()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.max(0) as usize)
+        .collect()
+}
+
+/// A new Flex tensor from values and a shape.
+fn flex(values: Vec<f32>, shape: &[usize]) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, Shape::from(shape.to_vec())))
+}
+
+fn dims4(t: &FlexTensor) -> AttentionDims {
+    let s = t.layout().shape();
+    AttentionDims {
+        batch: s[0],
+        heads: s[1],
+        len: s[2],
+        dim: s[3],
+    }
+}
+
+/// The forward pass on Flex tensors: output and log-sum-exp.
+fn attention_forward_flex(
+    q: &FlexTensor,
+    k: &FlexTensor,
+    v: &FlexTensor,
+    bias: &ScoreBias<Flex>,
+    scale: f32,
+) -> (FlexTensor, FlexTensor) {
+    let dims = dims4(q);
+    let (qv, kv, vv) = (values(q), values(k), values(v));
+    let (out, lse) = match bias {
+        ScoreBias::None => cpu::attention_forward((&qv, &kv, &vv), Bias::None, scale, dims),
+        ScoreBias::Heads(b) => {
+            cpu::attention_forward((&qv, &kv, &vv), Bias::Heads(&values(b)), scale, dims)
+        }
+        ScoreBias::Batch(b) => {
+            cpu::attention_forward((&qv, &kv, &vv), Bias::Batch(&values(b)), scale, dims)
+        }
+    };
+    let shape = [dims.batch, dims.heads, dims.len, dims.dim];
+    (
+        flex(out, &shape),
+        flex(lse, &[dims.batch, dims.heads, dims.len]),
+    )
+}
+
+impl FusedOps for Flex {
+    fn fused_attention(
+        q: FlexTensor,
+        k: FlexTensor,
+        v: FlexTensor,
+        bias: ScoreBias<Flex>,
+        scale: f32,
+    ) -> FlexTensor {
+        attention_forward_flex(&q, &k, &v, &bias, scale).0
+    }
+
+    fn fused_gelu(x: FlexTensor) -> FlexTensor {
+        let shape = x.layout().shape().to_vec();
+        flex(cpu::gelu_forward(&values(&x)), &shape)
+    }
+
+    fn fused_layer_norm(
+        x: FlexTensor,
+        gamma: FlexTensor,
+        beta: FlexTensor,
+        eps: f32,
+    ) -> FlexTensor {
+        let shape = x.layout().shape().to_vec();
+        let (y, _) = cpu::layer_norm_forward(&values(&x), &values(&gamma), &values(&beta), eps);
+        flex(y, &shape)
+    }
+
+    fn fused_nll(logits: FlexTensor, targets: FlexTensor) -> FlexTensor {
+        let shape = logits.layout().shape().to_vec();
+        let vocab = shape[shape.len() - 1];
+        let t = indices(&targets);
+        let (nll, _) = cpu::nll_forward(&values(&logits), &t, vocab);
+        flex(nll, &[t.len()])
+    }
+}
+
+/// Saved for the attention backward: inputs, bias, output and log-sum-exp.
+#[derive(Debug, Clone)]
+struct AttentionState {
+    q: FlexTensor,
+    k: FlexTensor,
+    v: FlexTensor,
+    bias: Option<(FlexTensor, bool)>,
+    out: FlexTensor,
+    lse: FlexTensor,
+    scale: f32,
+}
+
+impl AttentionState {
+    /// $(\partial q, \partial k, \partial v, \partial b)$ from the output gradient.
+    fn grads(
+        &self,
+        dout: &FlexTensor,
+        want_bias: bool,
+    ) -> (FlexTensor, FlexTensor, FlexTensor, Option<FlexTensor>) {
+        let dims = dims4(&self.q);
+        let (q, k, v) = (values(&self.q), values(&self.k), values(&self.v));
+        let (out, dout, lse) = (values(&self.out), values(dout), values(&self.lse));
+        let bias_values = self
+            .bias
+            .as_ref()
+            .map(|(b, per_batch)| (values(b), *per_batch));
+        let bias = match &bias_values {
+            None => Bias::None,
+            Some((b, false)) => Bias::Heads(b),
+            Some((b, true)) => Bias::Batch(b),
+        };
+        let g = cpu::attention_backward(
+            (&q, &k, &v),
+            (&out, &dout, &lse),
+            bias,
+            self.scale,
+            dims,
+            want_bias,
+        );
+        let shape = [dims.batch, dims.heads, dims.len, dims.dim];
+        let dbias = self.bias.as_ref().filter(|_| want_bias).map(|(b, _)| {
+            let s = b.layout().shape().to_vec();
+            flex(g.bias, &s)
+        });
+        (
+            flex(g.q, &shape),
+            flex(g.k, &shape),
+            flex(g.v, &shape),
+            dbias,
+        )
+    }
+}
+
+#[derive(Debug)]
+struct AttentionBackward;
+
+impl Backward<Flex, 3> for AttentionBackward {
+    type State = AttentionState;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [nq, nk, nv] = ops.parents;
+        let dout = grads.consume::<Flex>(&ops.node);
+        let (dq, dk, dv, _) = ops.state.grads(&dout, false);
+        for (node, g) in [(nq, dq), (nk, dk), (nv, dv)] {
+            if let Some(node) = node {
+                grads.register::<Flex>(node.id, g);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct BiasedAttentionBackward;
+
+impl Backward<Flex, 4> for BiasedAttentionBackward {
+    type State = AttentionState;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 4>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [nq, nk, nv, nb] = ops.parents;
+        let dout = grads.consume::<Flex>(&ops.node);
+        let (dq, dk, dv, db) = ops.state.grads(&dout, nb.is_some());
+        for (node, g) in [(nq, dq), (nk, dk), (nv, dv)] {
+            if let Some(node) = node {
+                grads.register::<Flex>(node.id, g);
+            }
+        }
+        if let (Some(node), Some(db)) = (nb, db) {
+            grads.register::<Flex>(node.id, db);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct GeluBackward;
+
+impl Backward<Flex, 1> for GeluBackward {
+    type State = FlexTensor;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [node] = ops.parents;
+        let dy = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = node {
+            let x = ops.state;
+            let shape = x.layout().shape().to_vec();
+            let dx = cpu::gelu_backward(&values(&x), &values(&dy));
+            grads.register::<Flex>(node.id, flex(dx, &shape));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LayerNormBackward;
+
+impl Backward<Flex, 3> for LayerNormBackward {
+    /// Input, weight, and the per-row (mean, 1/std).
+    type State = (FlexTensor, FlexTensor, FlexTensor);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [nx, ngamma, nbeta] = ops.parents;
+        let dy = grads.consume::<Flex>(&ops.node);
+        let (x, gamma, stats) = ops.state;
+        let shape = x.layout().shape().to_vec();
+        let d = gamma.layout().shape()[0];
+        let (dx, dgamma, dbeta) =
+            cpu::layer_norm_backward(&values(&x), &values(&dy), &values(&gamma), &values(&stats));
+        if let Some(node) = nx {
+            grads.register::<Flex>(node.id, flex(dx, &shape));
+        }
+        if let Some(node) = ngamma {
+            grads.register::<Flex>(node.id, flex(dgamma, &[d]));
+        }
+        if let Some(node) = nbeta {
+            grads.register::<Flex>(node.id, flex(dbeta, &[d]));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct NllBackward;
+
+impl Backward<Flex, 1> for NllBackward {
+    /// Logits, targets, per-row log-sum-exp.
+    type State = (FlexTensor, std::sync::Arc<Vec<usize>>, FlexTensor);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [node] = ops.parents;
+        let dnll = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = node {
+            let (logits, targets, lse) = ops.state;
+            let shape = logits.layout().shape().to_vec();
+            let vocab = shape[shape.len() - 1];
+            let dx = cpu::nll_backward(
+                &values(&logits),
+                &targets,
+                &values(&lse),
+                &values(&dnll),
+                vocab,
+            );
+            grads.register::<Flex>(node.id, flex(dx, &shape));
+        }
+    }
+}
+
+impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        bias: ScoreBias<Self>,
+        scale: f32,
+    ) -> FloatTensor<Self> {
+        let state = |bias: Option<(FlexTensor, bool)>| {
+            let b = match &bias {
+                None => ScoreBias::None,
+                Some((b, false)) => ScoreBias::Heads(b.clone()),
+                Some((b, true)) => ScoreBias::Batch(b.clone()),
+            };
+            let (out, lse) =
+                attention_forward_flex(q.primitive(), k.primitive(), v.primitive(), &b, scale);
+            (
+                AttentionState {
+                    q: q.primitive().clone(),
+                    k: k.primitive().clone(),
+                    v: v.primitive().clone(),
+                    bias,
+                    out: out.clone(),
+                    lse,
+                    scale,
+                },
+                out,
+            )
+        };
+        let (b, per_batch) = match bias {
+            ScoreBias::None => {
+                return match AttentionBackward
+                    .prepare::<C>([q.node(), k.node(), v.node()])
+                    .compute_bound()
+                    .stateful()
+                {
+                    OpsKind::Tracked(prep) => {
+                        let (st, out) = state(None);
+                        prep.finish(st, out)
+                    }
+                    OpsKind::UnTracked(prep) => prep.finish(state(None).1),
+                };
+            }
+            ScoreBias::Heads(b) => (b, false),
+            ScoreBias::Batch(b) => (b, true),
+        };
+        match BiasedAttentionBackward
+            .prepare::<C>([q.node(), k.node(), v.node(), b.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (st, out) = state(Some((b.primitive().clone(), per_batch)));
+                prep.finish(st, out)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(state(Some((b.primitive().clone(), per_batch))).1)
+            }
+        }
+    }
+
+    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        match GeluBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = Flex::fused_gelu(x.primitive().clone());
+                prep.finish(x.primitive().clone(), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(Flex::fused_gelu(x.primitive().clone())),
+        }
+    }
+
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        let forward = || {
+            let shape = x.primitive().layout().shape().to_vec();
+            let (y, stats) = cpu::layer_norm_forward(
+                &values(x.primitive()),
+                &values(gamma.primitive()),
+                &values(beta.primitive()),
+                eps,
+            );
+            let rows = stats.len() / 2;
+            (flex(y, &shape), flex(stats, &[rows, 2]))
+        };
+        match LayerNormBackward
+            .prepare::<C>([x.node(), gamma.node(), beta.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (y, stats) = forward();
+                prep.finish((x.primitive().clone(), gamma.primitive().clone(), stats), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(forward().0),
+        }
+    }
+
+    fn fused_nll(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> FloatTensor<Self> {
+        let shape = logits.primitive().layout().shape().to_vec();
+        let vocab = shape[shape.len() - 1];
+        let t = std::sync::Arc::new(indices(&targets));
+        let (nll, lse) = cpu::nll_forward(&values(logits.primitive()), &t, vocab);
+        let rows = t.len();
+        match NllBackward
+            .prepare::<C>([logits.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (logits.primitive().clone(), t, flex(lse, &[rows])),
+                flex(nll, &[rows]),
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(flex(nll, &[rows])),
+        }
+    }
+}
+
+/// Whether every tensor given is `f32` (the only type the kernels take).
+pub fn all_f32(dtypes: &[DType]) -> bool {
+    dtypes.iter().all(|d| *d == DType::F32)
+}

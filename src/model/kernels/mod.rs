@@ -1,0 +1,183 @@
+//! Fused kernels for the language model, and the choice between them and the decomposed
+//! reference.
+//!
+//! burn's autodiff records `softmax`, `layer_norm`, `gelu` and `log_softmax` as chains of
+//! elementary operations, each a pass over the tensor on one core. The fused path computes
+//! each of them in one parallel pass forward and one backward, as burn backend-extension
+//! operations with their own backward steps ([`extension::FusedOps`]), so they live inside
+//! burn's autograd like any other operation:
+//!
+//! * causal attention $\operatorname{softmax}(c\,QK^\top + b)V$ with an optional additive bias
+//!   `[H, L, L]` or `[B, H, L, L]` whose gradient flows back to the scheme's parameters; tiles
+//!   of query rows, key blocks past a tile's last row skipped, no `[B, H, L, L]` tensor kept
+//!   (the backward rebuilds the weights from the saved log-sum-exp);
+//! * exact GELU $x\Phi(x)$; LayerNorm; log-softmax with the negative log-likelihood.
+//!
+//! The decomposed path ([`Kernels::Reference`]) is the specification: the tests compare every
+//! fused operation's values and gradients with it and with finite differences.
+
+pub mod cpu;
+pub mod extension;
+pub mod simd;
+
+use burn::backend::{Dispatch, DispatchDevice};
+use burn::tensor::activation::{gelu, log_softmax};
+use burn::tensor::{Device, Int, Tensor};
+
+use crate::error::{invalid, Result};
+use extension::{FusedOps, ScoreBias};
+
+/// Which implementation of attention, GELU, LayerNorm and the loss a forward pass uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kernels {
+    /// burn's own operations, composed (the specification; any backend).
+    Reference,
+    /// One fused, parallel operation each (Flex CPU backend only).
+    #[default]
+    Fused,
+}
+
+impl Kernels {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernels::Reference => "reference",
+            Kernels::Fused => "fused",
+        }
+    }
+
+    /// Parses `reference` or `fused`.
+    ///
+    /// # Errors
+    /// For any other name.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "reference" => Ok(Kernels::Reference),
+            "fused" => Ok(Kernels::Fused),
+            other => Err(invalid("kernels", other, "reference or fused")),
+        }
+    }
+
+    /// The kernels to use on `device`: `self`, except that the fused kernels exist only for
+    /// the Flex CPU backend, so other devices get the reference.
+    pub fn for_device(self, device: &Device) -> Self {
+        if self == Kernels::Fused && is_flex(device) {
+            Kernels::Fused
+        } else {
+            Kernels::Reference
+        }
+    }
+}
+
+/// Whether `device` is the Flex CPU backend (with or without autodiff).
+pub fn is_flex(device: &Device) -> bool {
+    let inner = device.clone().without_autodiff();
+    matches!(inner.as_dispatch(), DispatchDevice::Flex(_))
+}
+
+/// An additive score bias for [`attention`].
+#[derive(Debug, Clone)]
+pub enum AttentionBias {
+    /// None.
+    None,
+    /// `[H, L, L]`, the same for every sequence.
+    Heads(Tensor<3>),
+    /// `[B, H, L, L]`.
+    Batch(Tensor<4>),
+}
+
+/// Causal attention of `q, k, v [B, H, L, D]`,
+/// $o_i = \sum_{j \le i} \operatorname{softmax}_j(c\, q_i \cdot k_j + b_{ij})\, v_j$, fused
+/// (one operation forward, one backward). Falls back to the reference composition when the
+/// device is not Flex.
+pub fn attention(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    bias: AttentionBias,
+    scale: f32,
+) -> Tensor<4> {
+    if !is_flex(&q.device()) {
+        return reference_attention(q, k, v, bias, scale);
+    }
+    let bias = match bias {
+        AttentionBias::None => ScoreBias::None,
+        AttentionBias::Heads(b) => ScoreBias::Heads(b.into_dispatch()),
+        AttentionBias::Batch(b) => ScoreBias::Batch(b.into_dispatch()),
+    };
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        bias,
+        scale,
+    ))
+}
+
+/// The same attention composed of burn operations (matmul, mask, softmax, matmul).
+pub fn reference_attention(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    bias: AttentionBias,
+    scale: f32,
+) -> Tensor<4> {
+    let [b, h, l, _] = q.dims();
+    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+    match bias {
+        AttentionBias::None => {}
+        AttentionBias::Heads(bias) => scores = scores + bias.unsqueeze::<4>(),
+        AttentionBias::Batch(bias) => scores = scores + bias,
+    }
+    let mask = Tensor::<2, burn::tensor::Bool>::tril_mask([l, l], 0, &scores.device())
+        .unsqueeze::<4>()
+        .expand([b, h, l, l]);
+    let scores = scores.mask_fill(mask, f32::NEG_INFINITY);
+    burn::tensor::activation::softmax(scores, 3).matmul(v)
+}
+
+/// GELU with the chosen kernels.
+pub fn gelu_with(x: Tensor<3>, kernels: Kernels) -> Tensor<3> {
+    if kernels == Kernels::Fused && is_flex(&x.device()) {
+        Tensor::from_dispatch(<Dispatch as FusedOps>::fused_gelu(x.into_dispatch()))
+    } else {
+        gelu(x)
+    }
+}
+
+/// LayerNorm over the last axis, $\frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}}\gamma + \beta$, with
+/// the chosen kernels.
+pub fn layer_norm_with(
+    ln: &burn::nn::LayerNorm,
+    x: Tensor<3>,
+    eps: f32,
+    kernels: Kernels,
+) -> Tensor<3> {
+    match (&ln.beta, kernels == Kernels::Fused && is_flex(&x.device())) {
+        (Some(beta), true) => Tensor::from_dispatch(<Dispatch as FusedOps>::fused_layer_norm(
+            x.into_dispatch(),
+            ln.gamma.val().into_dispatch(),
+            beta.val().into_dispatch(),
+            eps,
+        )),
+        _ => ln.forward(x),
+    }
+}
+
+/// Per-position negative log-likelihood `[B, L]` of `targets [B, L]` under `logits [B, L, V]`,
+/// $\log\sum_j e^{x_j} - x_t$, with the chosen kernels.
+pub fn nll_with(logits: Tensor<3>, targets: Tensor<2, Int>, kernels: Kernels) -> Tensor<2> {
+    let [b, l, v] = logits.dims();
+    if kernels == Kernels::Fused && is_flex(&logits.device()) {
+        let nll = <Dispatch as FusedOps>::fused_nll(
+            logits.reshape([b * l, v]).into_dispatch(),
+            targets.reshape([b * l]).into_dispatch(),
+        );
+        return Tensor::<1>::from_dispatch(nll).reshape([b, l]);
+    }
+    log_softmax(logits, 2)
+        .gather(2, targets.reshape([b, l, 1]))
+        .reshape([b, l])
+        .neg()
+}

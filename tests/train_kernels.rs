@@ -1,0 +1,317 @@
+//! The fused kernels against the reference composition of burn operations: values and
+//! gradients of attention (no bias, per-head bias, per-sequence bias; lengths that are not a
+//! multiple of the tile), GELU, LayerNorm and the loss, relative error at most 1e-5; the fused
+//! gradients against central finite differences; and 20 training steps of every scheme on both
+//! paths, which must follow the same loss curve.
+#![cfg(feature = "train")]
+
+mod train_common;
+
+use burn::module::Module;
+use burn::nn::LayerNormConfig;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use posenc::model::kernels::{
+    attention, gelu_with, layer_norm_with, nll_with, reference_attention, AttentionBias, Kernels,
+};
+use posenc::model::{to_vec, ModelConfig, Scheme, LAYER_NORM_EPS};
+use posenc::train::{train, TrainConfig, TrainRun};
+use train_common::{corpus, tiny};
+
+/// Deterministic values in about [-scale, scale].
+fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+fn tensor<const D: usize>(shape: [usize; D], seed: u64, scale: f32, device: &Device) -> Tensor<D> {
+    let n = shape.iter().product();
+    Tensor::from_data(TensorData::new(values(n, seed, scale), shape), device).require_grad()
+}
+
+/// max |a - b| / max |b|: the error relative to the tensor's scale.
+fn relative_error(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs()));
+    let diff = a
+        .iter()
+        .zip(b)
+        .fold(0.0f64, |m, (&x, &y)| m.max(f64::from(x - y).abs()));
+    diff / scale.max(1e-30)
+}
+
+/// Relative error at most 1e-5; where the reference is exactly zero (the gradient of a
+/// one-key softmax), an absolute error at most 1e-6.
+fn assert_close(what: &str, fused: &[f32], reference: &[f32]) {
+    if reference.iter().all(|&x| x == 0.0) {
+        let err = fused.iter().fold(0.0f32, |m, &x| m.max(x.abs()));
+        println!("{what:<48} reference 0, absolute error {err:.1e}");
+        assert!(err <= 1e-6, "{what}: absolute error {err:.2e} > 1e-6");
+        return;
+    }
+    let err = relative_error(fused, reference);
+    println!("{what:<48} relative error {err:.1e}");
+    assert!(err <= 1e-5, "{what}: relative error {err:.2e} > 1e-5");
+}
+
+/// The weighted sum $\sum w \odot y$ as a scalar loss, so every output entry gets its own
+/// gradient.
+fn weighted_sum<const D: usize>(y: Tensor<D>, seed: u64) -> Tensor<1> {
+    let w = Tensor::<D>::from_data(
+        TensorData::new(values(y.dims().iter().product(), seed, 1.0), y.dims()),
+        &y.device(),
+    );
+    (y * w).sum()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum BiasKind {
+    None,
+    Heads,
+    Batch,
+}
+
+/// Output and gradients (q, k, v, bias) of attention on one path.
+fn attention_case(
+    fused: bool,
+    [b, h, l, d]: [usize; 4],
+    kind: BiasKind,
+    device: &Device,
+) -> Vec<Vec<f32>> {
+    let q = tensor([b, h, l, d], 1, 1.0, device);
+    let k = tensor([b, h, l, d], 2, 1.0, device);
+    let v = tensor([b, h, l, d], 3, 1.0, device);
+    let heads = tensor([h, l, l], 4, 2.0, device);
+    let batch = tensor([b, h, l, l], 5, 2.0, device);
+    let bias = match kind {
+        BiasKind::None => AttentionBias::None,
+        BiasKind::Heads => AttentionBias::Heads(heads.clone()),
+        BiasKind::Batch => AttentionBias::Batch(batch.clone()),
+    };
+    let scale = 1.0 / (d as f32).sqrt();
+    let f = if fused {
+        attention
+    } else {
+        reference_attention
+    };
+    let out = f(q.clone(), k.clone(), v.clone(), bias, scale);
+    let grads = weighted_sum(out.clone(), 6).backward();
+    let mut all = vec![
+        to_vec(out),
+        to_vec(q.grad(&grads).unwrap()),
+        to_vec(k.grad(&grads).unwrap()),
+        to_vec(v.grad(&grads).unwrap()),
+    ];
+    match kind {
+        BiasKind::None => {}
+        BiasKind::Heads => all.push(to_vec(heads.grad(&grads).unwrap())),
+        BiasKind::Batch => all.push(to_vec(batch.grad(&grads).unwrap())),
+    }
+    all
+}
+
+#[test]
+fn fused_attention_matches_reference_values_and_gradients() {
+    let device = Device::flex().autodiff();
+    let names = ["output", "dq", "dk", "dv", "dbias"];
+    // lengths below, at and across the 32-row tile; one head dimension of 8, one of 32
+    for dims in [[2, 3, 1, 8], [2, 2, 45, 8], [1, 2, 70, 32], [3, 1, 32, 16]] {
+        for kind in [BiasKind::None, BiasKind::Heads, BiasKind::Batch] {
+            let fused = attention_case(true, dims, kind, &device);
+            let reference = attention_case(false, dims, kind, &device);
+            assert_eq!(fused.len(), reference.len());
+            for (i, (a, b)) in fused.iter().zip(&reference).enumerate() {
+                assert_close(&format!("attention {dims:?} {kind:?} {}", names[i]), a, b);
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_attention_gradients_match_finite_differences() {
+    // f64-free check: central differences in f32 with a step large enough for the rounding,
+    // on a few entries of every input
+    let device = Device::flex().autodiff();
+    let dims = [1, 2, 37, 8];
+    let [b, h, l, d] = dims;
+    let scale = 1.0 / (d as f32).sqrt();
+    let base: Vec<Vec<f32>> = vec![
+        values(b * h * l * d, 1, 1.0),
+        values(b * h * l * d, 2, 1.0),
+        values(b * h * l * d, 3, 1.0),
+        values(h * l * l, 4, 2.0),
+    ];
+    let loss = |inputs: &[Vec<f32>]| -> f64 {
+        let t4 = |v: &Vec<f32>| Tensor::<4>::from_data(TensorData::new(v.clone(), dims), &device);
+        let bias = Tensor::<3>::from_data(TensorData::new(inputs[3].clone(), [h, l, l]), &device);
+        let out = attention(
+            t4(&inputs[0]),
+            t4(&inputs[1]),
+            t4(&inputs[2]),
+            AttentionBias::Heads(bias),
+            scale,
+        );
+        f64::from(to_vec(weighted_sum(out, 6))[0])
+    };
+    let analytic = attention_case(true, dims, BiasKind::Heads, &device);
+    let mut worst = 0.0f64;
+    for (input, grad) in (0..4).zip(&analytic[1..]) {
+        let n = base[input].len();
+        for index in (0..n).step_by(n / 7 + 1) {
+            let eps = 1e-2f32;
+            let mut plus = base.clone();
+            plus[input][index] += eps;
+            let mut minus = base.clone();
+            minus[input][index] -= eps;
+            let fd = (loss(&plus) - loss(&minus)) / (2.0 * f64::from(eps));
+            let ad = f64::from(grad[index]);
+            let err = (fd - ad).abs();
+            assert!(
+                err <= 2e-3 + 1e-2 * ad.abs(),
+                "input {input}[{index}]: fused {ad:.6}, finite difference {fd:.6}"
+            );
+            worst = worst.max(err);
+        }
+    }
+    println!("fused attention: max |gradient - finite difference| {worst:.1e}");
+}
+
+#[test]
+fn fused_gelu_layer_norm_and_nll_match_reference() {
+    let device = Device::flex().autodiff();
+    let run = |kernels: Kernels| -> Vec<Vec<f32>> {
+        // GELU over a wide range, tails included
+        let x = tensor([3, 50, 40], 7, 6.0, &device);
+        let y = gelu_with(x.clone(), kernels);
+        let g = weighted_sum(y.clone(), 8).backward();
+        let mut out = vec![to_vec(y), to_vec(x.grad(&g).unwrap())];
+        // LayerNorm with non-trivial gamma and beta
+        let ln = LayerNormConfig::new(24).init(&device);
+        let ln = ln.map(&mut ScaleParams);
+        let x = tensor([2, 33, 24], 9, 3.0, &device);
+        let y = layer_norm_with(&ln, x.clone(), LAYER_NORM_EPS, kernels);
+        let g = weighted_sum(y.clone(), 10).backward();
+        out.push(to_vec(y));
+        out.push(to_vec(x.grad(&g).unwrap()));
+        out.push(to_vec(ln.gamma.val().grad(&g).unwrap()));
+        out.push(to_vec(ln.beta.as_ref().unwrap().val().grad(&g).unwrap()));
+        // log-softmax + NLL over 256 classes
+        let logits = tensor([2, 65, 256], 11, 8.0, &device);
+        let targets: Vec<i64> = (0..130).map(|i| (i * 37 % 256) as i64).collect();
+        let targets = Tensor::<2, Int>::from_data(TensorData::new(targets, [2, 65]), &device);
+        let nll = nll_with(logits.clone(), targets, kernels);
+        let g = weighted_sum(nll.clone(), 12).backward();
+        out.push(to_vec(nll));
+        out.push(to_vec(logits.grad(&g).unwrap()));
+        out
+    };
+    let fused = run(Kernels::Fused);
+    let reference = run(Kernels::Reference);
+    let names = [
+        "gelu",
+        "gelu dx",
+        "layer norm",
+        "layer norm dx",
+        "layer norm dgamma",
+        "layer norm dbeta",
+        "nll",
+        "nll dlogits",
+    ];
+    for ((name, a), b) in names.iter().zip(&fused).zip(&reference) {
+        assert_close(name, a, b);
+    }
+}
+
+/// Sets LayerNorm's gamma to 1 + 0.3 sin(i) and beta to 0.1 cos(i), so both matter.
+struct ScaleParams;
+
+impl burn::module::ModuleMapper for ScaleParams {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<Tensor<D>>,
+    ) -> burn::module::Param<Tensor<D>> {
+        param.map(|t| {
+            let dims = t.dims();
+            let device = t.device();
+            let values: Vec<f32> = to_vec(t)
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    if v == 1.0 {
+                        1.0 + 0.3 * (i as f32).sin()
+                    } else {
+                        0.1 * (i as f32).cos()
+                    }
+                })
+                .collect();
+            Tensor::from_data(TensorData::new(values, dims.to_vec()), &device).require_grad()
+        })
+    }
+}
+
+/// 20 steps of `c` with the given kernels: the loss of every step.
+fn losses(c: &ModelConfig, kernels: Kernels, dir: &std::path::Path) -> Vec<f64> {
+    let _ = std::fs::remove_dir_all(dir);
+    let run = TrainRun {
+        model: c.clone(),
+        train: TrainConfig {
+            batch: 4,
+            steps: 20,
+            warmup: 5,
+            ..TrainConfig::default()
+        },
+        out: dir.to_path_buf(),
+        resume: false,
+        init: None,
+        stop_after: None,
+        log_every: 0,
+        progress: false,
+        dtype: posenc::model::checkpoint::WeightDtype::F32,
+        corpus: corpus("kernels"),
+        device: Device::flex(),
+        kernels,
+    };
+    let (_, state) = train(&run).unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    state.losses
+}
+
+#[test]
+fn every_scheme_trains_along_the_same_loss_curve_on_both_paths() {
+    let tmp = std::env::temp_dir().join(format!("posenc-kernels-{}", std::process::id()));
+    let mut report = Vec::new();
+    for scheme in Scheme::ALL {
+        let c = ModelConfig {
+            train_len: 40,
+            max_positions: 40,
+            fire_threshold: 40.0,
+            ..tiny(scheme)
+        };
+        let fused = losses(&c, Kernels::Fused, &tmp.join("fused"));
+        let reference = losses(&c, Kernels::Reference, &tmp.join("reference"));
+        assert_eq!(fused.len(), 20);
+        let worst = fused
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f64, f64::max);
+        report.push(format!(
+            "{:<10} loss {:.4} -> {:.4}, max |fused - reference| over 20 steps {worst:.1e}",
+            scheme.name(),
+            reference[0],
+            reference[19]
+        ));
+        // the two paths round differently; after 20 AdamW steps the curves agree to 1e-3
+        assert!(
+            worst <= 1e-3,
+            "{scheme}: fused and reference losses differ by {worst:.2e}\nfused {fused:?}\nreference {reference:?}"
+        );
+    }
+    println!("{}", report.join("\n"));
+}
