@@ -46,7 +46,8 @@ def main():
         if per:
             steps.setdefault(("posenc", scheme), []).append(
                 dict(best_seconds=min(per), median_seconds=statistics.median(per), steps=len(per)))
-    modes = [("st", "gemm 1 thread"), ("par", "gemm 2 threads"), ("par4", "gemm 2 threads, AVX-512"),
+    modes = [("st", "gemm 1 thread"), ("st4", "gemm 1 thread, AVX-512"), ("par", "gemm 2 threads"),
+             ("par4", "gemm 2 threads, AVX-512"),
              ("flex", "gemm as Flex runs it, 2 threads"), ("torch", "torch 2 threads"),
              ("torch1", "torch 1 thread")]
     gf = lambda name, mode: (2.0 * meta[name]["batch"] * meta[name]["m"] * meta[name]["k"] * meta[name]["n"]
@@ -63,7 +64,7 @@ def main():
         r = meta[name]
         cells = [gf(name, m) for m, _ in modes]
         gpar, gt = gf(name, "par"), gf(name, "torch")
-        bestg = min(best[(name, m)] for m in ("st", "par", "par4", "flex") if (name, m) in best)
+        bestg = min(best[(name, m)] for m in ("st", "st4", "par", "par4", "flex") if (name, m) in best)
         ratio = f"{gpar / gt:.2f}" if gpar and gt else "-"
         g1, t1 = gf(name, "st"), gf(name, "torch1")
         ratio1 = f"{g1 / t1:.2f}" if g1 and t1 else "-"

@@ -44,6 +44,9 @@ fi
 rm -f "$OUT/probe.data"
 echo "<!-- $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load average $(uptime | sed 's/.*load average: //'); posenc $(git rev-parse --short HEAD 2>/dev/null || echo '?'), binary built $(date -u -r "$BIN" '+%Y-%m-%d %H:%M UTC'); RAYON_NUM_THREADS=$THREADS; $STEPS steps; perf ${events[*]} -F $FREQ --call-graph dwarf,16384 -->"
 echo
+jsons=()
+sections=$(mktemp)
+trap 'rm -f "$sections"' EXIT
 for s in "${schemes[@]}"; do
   d="$OUT/$s"
   rm -rf "$d"
@@ -55,10 +58,18 @@ for s in "${schemes[@]}"; do
     -m 1024 -o "$d/perf.data" -- "${cmd[@]}" >"$d/train.out" 2>"$d/train.err"
   rate=$(sed -n 's/.* \([0-9.]*\) tokens\/s).*/\1/p' "$d/train.out" "$d/train.err" | tail -1)
   perf script -i "$d/perf.data" -F pid,tid,time,event,period,ip,sym --no-inline 2>"$d/script.err" \
-    | python3 bench/profile_attr.py --title "$s${extra[*]:+ ${extra[*]}}" >"$d/profile.md"
+    | python3 bench/profile_attr.py --title "$s${extra[*]:+ ${extra[*]}}" --json "$d/profile.json" >"$d/profile.md"
+  jsons+=("$d/profile.json")
+  {
   cat "$d/profile.md"
   echo "Command: \`RAYON_NUM_THREADS=$THREADS posenc train --scheme $s --steps $STEPS --warmup 5 --log-every 1 --quiet${extra[*]:+ ${extra[*]}}\`;" \
     "posenc reports ${rate:-?} tokens/s under perf (steps 2..$STEPS); load average at the start $load."
   grep -i "lost" "$d/script.err" | head -2 | sed 's/^/perf: /' || true
   echo
+  } >>"$sections"
 done
+echo "### Summary: CPU milliseconds per training step"
+echo
+python3 bench/profile_attr.py --combine "${jsons[@]}"
+echo
+cat "$sections"

@@ -30,6 +30,7 @@ Method
 """
 import argparse
 import bisect
+import json
 import collections
 import re
 import sys
@@ -183,7 +184,12 @@ def main():
     ap.add_argument("--period-ms", type=float, default=None,
                     help="sampling period in ms (default: from the samples' period field, else 1)")
     ap.add_argument("--skip-first", type=int, default=1, help="steps to drop at the start (warm-up)")
+    ap.add_argument("--json", help="also write the figures per step to this file")
+    ap.add_argument("--combine", nargs="+", metavar="JSON",
+                    help="print one table of several --json files side by side, and nothing else")
     a = ap.parse_args()
+    if a.combine:
+        return combine(a.combine)
 
     events = list(parse(sys.stdin))
     samples = [e for e in events if e[3] == "cpu-clock"]
@@ -340,11 +346,68 @@ def main():
                 row[key] += v
             print(f"| {c} | " + " | ".join(f"{per(row[k]):.1f}" for k in
                   ["products", "GELU", "attention", "LayerNorm", "loss", "decomposed backward", "optimizer", "other"]) + " |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(title=a.title, steps=nsteps, wall_ms=wall_ms, cpu_ms=per(total),
+                           main_ms=per(thread_ms["main thread"]), worker_ms=per(thread_ms["rayon workers"]),
+                           categories={c: per(v) for c, v in cat_ms.items()},
+                           split={c: {k: per(v) for k, v in s.items()} for c, s in cat_split.items()}), f)
     if node_ms:
         print()
         print("Backward of decomposed ops by autodiff node (CPU ms/step): "
               + ", ".join(f"{n} {per(v):.1f}" for n, v in node_ms.most_common()) + ".")
     print()
+
+
+# the summary's rows: (label, categories summed)
+SUMMARY = [
+    ("products, forward: Linear (q, k, v, o, FFN up/down)", ["products, forward: Linear (q, k, v, o, FFN)"]),
+    ("products, forward: attention (QK^T, PV)", ["products, forward: attention (QK^T, PV)"]),
+    ("products, forward: logits", ["products, forward: logits (h E^T)"]),
+    ("products, forward: context not found", ["products, forward (context not found)", "products (phase unknown)"]),
+    ("products, backward (dX, dW of all products)", ["products, backward (attention + Linear + logits; not separable by call chain)"]),
+    ("products, backward: dW batch sums", ["products, backward: dW batch sums (broadcast weights)"]),
+    ("products inside a fused attention kernel", ["products, attention inside the fused kernel"]),
+    ("attention: softmax (forward)", ["attention: softmax"]),
+    ("attention: mask, scale, bias, RoPE, head split", ["attention: mask, scale, bias, RoPE, head split"]),
+    ("attention: fused kernel", ["attention: fused kernel"]),
+    ("GELU (forward + backward)", ["GELU"]),
+    ("LayerNorm (forward)", ["LayerNorm"]),
+    ("loss: log-softmax, gather (forward)", ["loss (log-softmax, gather, mean)"]),
+    ("backward of decomposed ops (softmax, LayerNorm, log-softmax, RoPE, biases, residuals)", ["backward of decomposed ops"]),
+    ("optimizer (AdamW, clipping)", ["optimizer (AdamW, clipping)"]),
+    ("memory: page faults", ["memory: page faults"]),
+    ("memory: memcpy/memset", ["memory: memcpy/memset"]),
+    ("memory: alloc/free", ["memory: alloc/free (malloc, brk, munmap)"]),
+    ("memory: layout copies and fills", ["memory: layout copies and fills"]),
+    ("autodiff bookkeeping", ["autodiff bookkeeping (graph, gradients)"]),
+    ("threading (rayon sleep/wake)", ["threading: rayon sleep/wake/steal, futex"]),
+    ("other (Linear bias add, embedding, residuals, data)", ["Linear bias add", "embedding, residuals, other model code",
+                                                             "data (batches)"]),
+    ("unattributed", ["unattributed"]),
+]
+
+
+def combine(paths):
+    runs = [json.load(open(p)) for p in paths]
+    known = {c for _, cs in SUMMARY for c in cs}
+    print("| CPU ms per step (% of the step's CPU time) | " + " | ".join(r["title"] or p for r, p in zip(runs, paths)) + " |")
+    print("|---|" + "---|" * len(runs))
+    for label, cats in SUMMARY:
+        vals = [sum(r["categories"].get(c, 0.0) for c in cats) for r in runs]
+        if all(v == 0 for v in vals):
+            continue
+        print(f"| {label} | " + " | ".join(f"{v:.0f} ({100 * v / r['cpu_ms']:.0f}%)" for v, r in zip(vals, runs)) + " |")
+    extra = [sum(v for c, v in r["categories"].items() if c not in known) for r in runs]
+    if any(extra):
+        print("| (other categories) | " + " | ".join(f"{v:.0f}" for v in extra) + " |")
+    groups = [("all products", lambda c: c.startswith("products")), ("all memory traffic", lambda c: c.startswith("memory"))]
+    for label, pred in groups:
+        vals = [sum(v for c, v in r["categories"].items() if pred(c)) for r in runs]
+        print(f"| **{label}** | " + " | ".join(f"**{v:.0f} ({100 * v / r['cpu_ms']:.0f}%)**" for v, r in zip(vals, runs)) + " |")
+    print("| **CPU time per step** (main thread + rayon workers) | " + " | ".join(
+        f"**{r['cpu_ms']:.0f}** ({r['main_ms']:.0f} + {r['worker_ms']:.0f})" for r in runs) + " |")
+    print("| wall time per step under perf | " + " | ".join(f"{r['wall_ms']:.0f}" for r in runs) + " |")
 
 
 if __name__ == "__main__":
