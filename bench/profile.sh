@@ -6,6 +6,7 @@
 #   bench/profile.sh                          # schemes rope t5 alibi, 12 steps each
 #   bench/profile.sh rope -- --kernels fused  # extra arguments after -- go to `posenc train`
 #   STEPS=20 FREQ=2000 bench/profile.sh nope
+#   RENDER_ONLY=1 bench/profile.sh rope      # tables again from the last recording
 #
 # Uses target/release/posenc as built (cargo build --release --features train --bin posenc;
 # BIN=... for another), copied first so that a rebuild during the run cannot change it.
@@ -35,7 +36,7 @@ if [ ! -x "$BIN" ]; then
   exit 1
 fi
 mkdir -p "$OUT"
-cp "$BIN" "$OUT/posenc.bin"
+[ -n "${RENDER_ONLY:-}" ] || cp "$BIN" "$OUT/posenc.bin"
 # context switches give the rayon workers the main thread's operation; optional
 events=(-e cpu-clock)
 if perf record -q -e sched:sched_switch -o "$OUT/probe.data" -- true >/dev/null 2>&1; then
@@ -49,13 +50,19 @@ sections=$(mktemp)
 trap 'rm -f "$sections"' EXIT
 for s in "${schemes[@]}"; do
   d="$OUT/$s"
+  if [ -z "${RENDER_ONLY:-}" ]; then
   rm -rf "$d"
   mkdir -p "$d"
+  fi
   cmd=("$OUT/posenc.bin" train --scheme "$s" --steps "$STEPS" --warmup 5 --out "$d/ckpt" \
     --log-every 1 --quiet ${extra[@]+"${extra[@]}"})
   load=$(uptime | sed 's/.*load average: //')
-  RAYON_NUM_THREADS="$THREADS" perf record -q "${events[@]}" -F "$FREQ" --call-graph dwarf,16384 \
-    -m 1024 -o "$d/perf.data" -- "${cmd[@]}" >"$d/train.out" 2>"$d/train.err"
+  if [ -z "${RENDER_ONLY:-}" ]; then
+    RAYON_NUM_THREADS="$THREADS" perf record -q "${events[@]}" -F "$FREQ" --call-graph dwarf,16384 \
+      -m 1024 -o "$d/perf.data" -- "${cmd[@]}" >"$d/train.out" 2>"$d/train.err"
+    echo "$load" >"$d/load"
+  fi
+  load=$(cat "$d/load" 2>/dev/null || echo "$load")
   rate=$(sed -n 's/.* \([0-9.]*\) tokens\/s).*/\1/p' "$d/train.out" "$d/train.err" | tail -1)
   perf script -i "$d/perf.data" -F pid,tid,time,event,period,ip,sym --no-inline 2>"$d/script.err" \
     | python3 bench/profile_attr.py --title "$s${extra[*]:+ ${extra[*]}}" --json "$d/profile.json" >"$d/profile.md"

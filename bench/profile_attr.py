@@ -71,10 +71,11 @@ OPS = [
     ("GELU", r"::Gelu as burn_autodiff|(?i:gelu)|libm::math::erf"),
     # loss before softmax (log_softmax contains 'softmax')
     ("loss (log-softmax, gather, mean)", r"log_softmax|posenc::model::Lm::nll|::Gather as burn_autodiff|"
-                                         r"posenc::model::Lm::loss|nll_forward|nll_backward|NllBackward|nll_with"),
-    # a fused attention kernel (--kernels fused): softmax, mask, bias and its own products
+                                         r"posenc::model::Lm::loss|kernels::cpu::nll_|NllBackward|nll_with"),
+    # a fused attention kernel (--kernels fused): softmax, mask, bias (forward and backward)
     ("attention: fused kernel", r"kernels::cpu::attention|AttentionBackward|attention_forward_flex|"
-                                r"kernels::attention|kernels::reference_attention"),
+                                r"kernels::attention|kernels::reference_attention|kernels::cpu::softmax_row|"
+                                r"kernels::cpu::probs_row"),
     ("attention: softmax", r"softmax"),
     ("LayerNorm", r"LayerNorm::forward|layer_norm|LayerNormBackward"),
     ("attention: mask, scale, bias, RoPE, head split",
@@ -367,13 +368,13 @@ SUMMARY = [
     ("products, forward: context not found", ["products, forward (context not found)", "products (phase unknown)"]),
     ("products, backward (dX, dW of all products)", ["products, backward (attention + Linear + logits; not separable by call chain)"]),
     ("products, backward: dW batch sums", ["products, backward: dW batch sums (broadcast weights)"]),
-    ("products inside a fused attention kernel", ["products, attention inside the fused kernel"]),
-    ("attention: softmax (forward)", ["attention: softmax"]),
+    ("products, attention inside the fused kernel (forward + backward)", ["products, attention inside the fused kernel"]),
+    ("attention: softmax (composed; its backward is in the decomposed row)", ["attention: softmax"]),
     ("attention: mask, scale, bias, RoPE, head split", ["attention: mask, scale, bias, RoPE, head split"]),
-    ("attention: fused kernel", ["attention: fused kernel"]),
+    ("attention: fused kernel (softmax, mask, bias; forward + backward)", ["attention: fused kernel"]),
     ("GELU (forward + backward)", ["GELU"]),
-    ("LayerNorm (forward)", ["LayerNorm"]),
-    ("loss: log-softmax, gather (forward)", ["loss (log-softmax, gather, mean)"]),
+    ("LayerNorm (composed: forward only; fused: forward + backward)", ["LayerNorm"]),
+    ("loss: log-softmax + NLL (composed: forward only; fused: both)", ["loss (log-softmax, gather, mean)"]),
     ("backward of decomposed ops (softmax, LayerNorm, log-softmax, RoPE, biases, residuals)", ["backward of decomposed ops"]),
     ("optimizer (AdamW, clipping)", ["optimizer (AdamW, clipping)"]),
     ("memory: page faults", ["memory: page faults"]),
