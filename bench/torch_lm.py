@@ -3,7 +3,9 @@
 Same shapes and arithmetic as src/model: pre-LayerNorm decoder, tied byte embeddings scaled
 by sqrt(d), Linear layers with bias, exact GELU, causal softmax attention with the scheme's
 position term, AdamW (betas 0.9/0.95, eps 1e-8, weight decay 0.01, clip 1.0), batch 32 x 128
-by default. Schemes: nope, rope (half layout), t5 (causal buckets, per-layer table), alibi.
+by default. Schemes: nope, rope (half layout), t5 (causal buckets, per-layer table), alibi,
+deberta (relative embeddings projected by the layer's W_q, W_k; c2p + p2c on log buckets;
+scores scaled by 1/sqrt(3 d_head)).
 
     python bench/torch_lm.py --scheme rope --steps 30 --threads 2
 prints one JSON line: {"scheme", "tokens_per_second", "params", "first_loss", "last_loss"}.
@@ -39,6 +41,18 @@ def t5_bucket(rel, num_buckets=32, max_distance=128):
     return torch.where(n < max_exact, n, large)
 
 
+def deberta_index(L, bucket_size=64, max_position=128):
+    """clip(bucket(i - j) + s, 0, 2s - 1), Hugging Face's make_log_bucket_position."""
+    pos = torch.arange(L)
+    rel = (pos[:, None] - pos[None, :]).float()
+    mid = bucket_size // 2
+    sign = torch.sign(rel)
+    abs_pos = torch.where((rel < mid) & (rel > -mid), torch.tensor(mid - 1.0), rel.abs())
+    log_pos = torch.ceil(torch.log(abs_pos / mid) / math.log((max_position - 1) / mid) * (mid - 1)) + mid
+    bucket = torch.where(abs_pos <= mid, rel, log_pos * sign).long()
+    return (bucket + bucket_size).clamp(0, 2 * bucket_size - 1)
+
+
 class Attention(nn.Module):
     def __init__(self, d, h, scheme, L):
         super().__init__()
@@ -59,6 +73,9 @@ class Attention(nn.Module):
         if scheme == "alibi":
             s = torch.tensor(alibi_slopes(h))
             self.register_buffer("bias", -s[:, None, None] * rel.abs()[None].float())
+        if scheme == "deberta":
+            self.rel = nn.Parameter(torch.randn(128, d))
+            self.register_buffer("index", deberta_index(L))
 
     def rope(self, x):
         x1, x2 = x[..., : self.dh // 2], x[..., self.dh // 2 :]
@@ -70,7 +87,15 @@ class Attention(nn.Module):
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         if self.scheme == "rope":
             q, k = self.rope(q), self.rope(k)
-        s = q @ k.transpose(-1, -2) / math.sqrt(self.dh)
+        if self.scheme == "deberta":
+            heads = lambda t: t.view(-1, self.h, self.dh).transpose(0, 1)  # (H, 2s, dh)
+            kr, qr = heads(self.k(self.rel)), heads(self.q(self.rel))
+            idx = self.index.expand(B, self.h, L, L)
+            c2p = torch.gather(q @ kr.transpose(-1, -2), -1, idx)
+            p2c = torch.gather(k @ qr.transpose(-1, -2), -1, idx.transpose(-1, -2)).transpose(-1, -2)
+            s = (q @ k.transpose(-1, -2) + c2p + p2c) / math.sqrt(3 * self.dh)
+        else:
+            s = q @ k.transpose(-1, -2) / math.sqrt(self.dh)
         if self.scheme == "t5":
             s = s + self.table[self.bucket].permute(2, 0, 1)
         if self.scheme == "alibi":
@@ -109,7 +134,7 @@ class Lm(nn.Module):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--scheme", default="rope", choices=["nope", "rope", "t5", "alibi"])
+    p.add_argument("--scheme", default="rope", choices=["nope", "rope", "t5", "alibi", "deberta"])
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--len", type=int, default=128)
