@@ -1,51 +1,77 @@
 # The two commands of the README: `make lab` and `make test`.
 SHELL := /bin/bash
 CARGO ?= cargo
-# The feature that adds the language model, training, evaluation and export (burn).
+# The release build: the language model (burn) and, through `train`, the command line (`cli`).
 TRAIN := --features train
+# Every heavy command runs as a named stage: scripts/stage prints its wall time and, under
+# .ci/run, records it for the table printed at the end.
+STAGE := scripts/stage
 
-.PHONY: lab test test-rust test-notebooks notebook-setup notebooks-check-clean notebooks-strip \
-	notebooks-prewarm html browser-check test-notebook-helpers clippy-notebook \
-	notebook-timings test-train sweep bench build fmt-check clippy doc lab-check
+# Clippy lints the release build itself: clippy-driver is cargo's RUSTC_WORKSPACE_WRAPPER for
+# every release command below, so tests, lints and the binary share one build of burn (a
+# separate `cargo clippy` would check burn again). Under `make test` (and its parts) lint
+# warnings are errors; CLIPPY_ARGS is part of the build's fingerprint, so every command of one
+# make run passes the same value and the binary built after the tests is not rebuilt.
+CLIPPY_DRIVER := $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
+CLIPPY_ARGS ?=
+DENY_WARNINGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+RELEASE_CARGO = env RUSTC_WORKSPACE_WRAPPER="$(or $(CLIPPY_DRIVER),$(error clippy-driver not found: \
+	rustup component add clippy))" CLIPPY_ARGS="$(CLIPPY_ARGS)" $(CARGO)
+test test-rust test-train model-tests smoke-sweep test-notebooks test-notebook-helpers: \
+	CLIPPY_ARGS := $(DENY_WARNINGS)
 
-# Install what the notebooks need (only what is missing), build the binary and the notebook
-# dependencies, then open JupyterLab on notebooks/ (NO_BROWSER=1 on headless machines).
-lab: notebook-setup build notebooks-prewarm
+.PHONY: lab test test-rust test-train model-tests smoke-sweep test-notebooks notebook-setup \
+	notebooks-check-clean notebooks-strip notebooks-prewarm html browser-check \
+	test-notebook-helpers notebook-timings sweep bench build fmt-check check-cli doc lab-check
+
+# Install what the notebooks need (only what is missing) and build the notebooks' dependencies,
+# then open JupyterLab on notebooks/00_quickstart.ipynb (NO_BROWSER=1 on headless machines).
+# The release binary (burn, which only notebook 11 runs) builds in the background meanwhile;
+# scripts/binary prints its log file.
+lab: notebook-setup notebooks-prewarm
+	scripts/binary background
 	scripts/lab
 
-# The release binary used by notebooks and the CLI, with training (burn): target/release/posenc.
+# The release binary used by notebook 11 and the CLI, with training (burn): target/release/posenc.
 build:
-	$(CARGO) build --release $(TRAIN) --bin posenc
+	$(STAGE) build-binary $(RELEASE_CARGO) build --release $(TRAIN) --bin posenc
 
-# Every test.
-test: test-rust test-train test-notebooks
+# Every test: the Rust tests (model tests included), the smoke sweep, the notebooks.
+test: test-rust smoke-sweep test-notebooks
 
-test-rust: fmt-check clippy
-	$(CARGO) test --all-targets
-	$(CARGO) test --doc
+# Every Rust test in one release build with the `train` feature (unit, golden, property, CLI
+# and model tests, linted by clippy as they compile), then the doc tests; formatting; and the
+# command line without `train` (clippy only: no burn there).
+test-rust: fmt-check check-cli
+	$(STAGE) rust-tests $(RELEASE_CARGO) test --release $(TRAIN) --all-targets
+	$(STAGE) doc-tests $(RELEASE_CARGO) test --release $(TRAIN) --doc
 
 fmt-check:
-	$(CARGO) fmt --all -- --check
+	$(STAGE) fmt $(CARGO) fmt --all -- --check
 
-# With the `train` feature, so the model, training and sweep code is linted too (the notebook
-# helpers have their own target below).
-clippy:
-	$(CARGO) clippy --release $(TRAIN) --all-targets -- -D warnings
+check-cli:
+	$(STAGE) clippy-cli $(CARGO) clippy --release --features cli --all-targets -- -D warnings
 
-# The byte LM (feature `train`, burn): burn-vs-reference attention for every scheme, finite-
-# difference gradients, causality, one-pass evaluation, resume, f16, export; then a smoke
-# sweep (tiny model, 3 steps per scheme). Tests and binary share the release profile, so burn
-# is built once.
+# The byte LM alone (feature `train`, burn): burn-vs-reference attention for every scheme,
+# finite-difference gradients, causality, one-pass evaluation, resume, f16, export; then the
+# smoke sweep. (`make test` runs these tests among all the others in `test-rust`.)
+test-train: model-tests smoke-sweep
+
+model-tests:
+	$(STAGE) model-tests $(RELEASE_CARGO) test --release $(TRAIN) --lib --test train_equivalence \
+		--test train_gradients --test train_eval --test train_cli -- --nocapture
+
+# Every scheme trained for 3 steps (tiny model) and evaluated: the results table's shape.
 SMOKE_CSV := target/smoke/results/ppl_vs_length.csv
-test-train:
-	$(CARGO) test --release $(TRAIN) --lib --test train_equivalence --test train_gradients --test train_eval --test train_cli -- --nocapture
-	$(CARGO) run --release $(TRAIN) --bin posenc -- sweep --config data/configs/smoke.json --quiet
+smoke-sweep:
+	$(STAGE) smoke-sweep $(RELEASE_CARGO) run --release $(TRAIN) --bin posenc -- \
+		sweep --config data/configs/smoke.json --quiet
 	@test "$$(wc -l < $(SMOKE_CSV))" -eq 121 || { echo "smoke sweep: expected 120 rows in $(SMOKE_CSV)"; exit 1; }
 	@echo "smoke sweep: 120 rows (13 schemes, 5 RoPE scalings, 2 fine-tunes; 3 lengths; 2 modes) in $(SMOKE_CSV)"
 
 # The shipped results: every scheme trained and evaluated (data/checkpoints, data/results).
 sweep:
-	$(CARGO) run --release $(TRAIN) --bin posenc -- sweep
+	$(RELEASE_CARGO) run --release $(TRAIN) --bin posenc -- sweep
 
 # Training throughput against PyTorch (installs torch into target/bench-venv on first use).
 bench:
@@ -70,32 +96,35 @@ NB := .venv/bin/python scripts/notebooks.py
 # Seconds per notebook, and for the first build of the notebook dependencies.
 NOTEBOOK_TIMEOUT ?= 600
 PREWARM_TIMEOUT ?= 2400
+# Notebooks executed at once, each by its own kernel in its own warm build slot (2 on 2 cores).
+NOTEBOOK_JOBS ?= 2
+# Build slots the prewarm fills: one per notebook run at once (`make lab` fills one and serves).
+PREWARM_SLOTS ?= $(NOTEBOOK_JOBS)
+lab: PREWARM_SLOTS := 1
 NOTEBOOK_HTML := target/notebooks-html
 # Pages whose figures the headless-Chromium check must see drawn.
 BROWSER_PAGES := $(NOTEBOOK_HTML)/00_quickstart.html $(NOTEBOOK_HTML)/11_perplexity_vs_length.html
-# Notebooks the JupyterLab check opens and runs with Run All Cells.
-LAB_PAGES := 00_quickstart.ipynb 11_perplexity_vs_length.ipynb
-# The `notebook` feature's own tests build polars and plotly at opt-level 0, as the notebooks
-# do (the dev profile's opt-level 3 for dependencies would take about 25 minutes here), in a
-# target directory of their own: none of these artifacts is shared with the other builds.
-NOTEBOOK_CARGO := $(CARGO) --config 'profile.dev.package."*".opt-level=0' \
-	--config 'build.target-dir="target/notebook-feature"'
+# Notebooks the JupyterLab check opens and runs with Run All Cells: the quickstart's figures and
+# table prove JupyterLab's rendering; every notebook has already run under `notebooks` (running
+# notebook 11 there again would add about 80 s).
+LAB_PAGES := 00_quickstart.ipynb
 
 # venv (.venv/), evcxr_jupyter, the "rust" kernel; each step skips what is already there.
 notebook-setup:
-	scripts/setup venv evcxr kernel
+	$(STAGE) notebook-setup scripts/setup venv evcxr kernel
 
-# Executes every notebook in notebooks/ with a fresh kernel (fails on any error, on output
-# written to stderr, or past NOTEBOOK_TIMEOUT), writes them as HTML, and checks in headless
-# Chromium that their figures draw offline; then runs the quickstart inside JupyterLab itself.
-test-notebooks: notebook-setup notebooks-check-clean test-notebook-helpers clippy-notebook \
-		notebooks-prewarm build $(KATEX)
-	scripts/setup browser
-	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
-	scripts/browser-check $(BROWSER_PAGES)
-	scripts/lab-check $(LAB_PAGES)
+# Executes every notebook in notebooks/ (NOTEBOOK_JOBS at a time, each with a fresh kernel;
+# fails on any error, on output written to stderr, or past NOTEBOOK_TIMEOUT), writes them as
+# HTML; then, in one headless Chromium, checks that the exported figures draw offline and runs
+# the LAB_PAGES inside JupyterLab itself.
+test-notebooks: notebook-setup notebooks-check-clean notebooks-prewarm test-notebook-helpers \
+		build $(KATEX)
+	$(STAGE) browser-setup scripts/setup browser
+	$(STAGE) notebooks $(NB) run --jobs $(NOTEBOOK_JOBS) --timeout $(NOTEBOOK_TIMEOUT) \
+		--html-dir $(NOTEBOOK_HTML)
+	$(STAGE) browser-checks scripts/browser-check $(BROWSER_PAGES) --lab $(LAB_PAGES)
 
-# Committed notebooks carry no outputs (clear them with `make notebooks-strip`).
+# Committed notebooks carry no outputs (nbstripout --verify; clear them with `make notebooks-strip`).
 notebooks-check-clean: notebook-setup
 	$(NB) check-clean
 
@@ -104,11 +133,11 @@ notebooks-strip: notebook-setup
 
 # Builds the notebook dependencies once into the shared evcxr build directory (.evcxr/).
 notebooks-prewarm: notebook-setup
-	$(NB) prewarm --timeout $(PREWARM_TIMEOUT)
+	$(STAGE) notebooks-prewarm $(NB) prewarm --slots $(PREWARM_SLOTS) --timeout $(PREWARM_TIMEOUT)
 
 # Executed notebooks as HTML, in target/notebooks-html/.
 html: notebook-setup notebooks-prewarm build $(KATEX)
-	$(NB) run --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
+	$(NB) run --jobs $(NOTEBOOK_JOBS) --timeout $(NOTEBOOK_TIMEOUT) --html-dir $(NOTEBOOK_HTML)
 
 # The headless-Chromium plot check alone, on the HTML of `make html`.
 browser-check:
@@ -119,15 +148,16 @@ browser-check:
 # runs all its cells with the Rust kernel, and checks errors, figures and tables.
 lab-check: notebook-setup notebooks-prewarm build
 	scripts/setup browser
-	scripts/lab-check $(LAB_PAGES)
+	scripts/browser-check --lab $(LAB_PAGES)
 
-test-notebook-helpers:
-	$(NOTEBOOK_CARGO) test --features notebook --lib notebook::
-	$(NOTEBOOK_CARGO) test --features notebook --doc notebook
-
-clippy-notebook:
-	$(NOTEBOOK_CARGO) clippy --all-targets --features notebook -- -D warnings
+# The `notebook` feature's tests and lints, compiled where and as evcxr compiles the notebooks'
+# dependencies (scripts/notebook-cargo: same profile and flags, in .evcxr/slot0/target), so
+# polars and plotly are built once, by the prewarm, for the notebooks and for these.
+test-notebook-helpers: notebooks-prewarm
+	$(STAGE) notebook-helper-tests scripts/notebook-cargo test --features notebook --all-targets \
+		notebook::
+	$(STAGE) notebook-doc-tests scripts/notebook-cargo test --features notebook --doc notebook
 
 # The README's notebook performance figures (--cold: also a build from nothing, minutes).
 notebook-timings: notebook-setup notebooks-prewarm
-	$(NB) timings --collection $(TIMINGS_ARGS)
+	$(NB) timings --collection --jobs $(NOTEBOOK_JOBS) $(TIMINGS_ARGS)

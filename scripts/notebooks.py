@@ -3,13 +3,14 @@
 
 Run with the project's virtualenv (scripts/setup creates it): .venv/bin/python scripts/notebooks.py
 
-  run [NB...]       execute notebooks (default: notebooks/*.ipynb, sorted), each with a fresh
-                    kernel and a time limit; print one line per notebook and a final
-                    "N passed, M failed"; exit 1 if any failed
-  prewarm           execute only the first cell of the first notebook (the `:dep` cell), so
-                    that the shared build directory holds every notebook dependency
-  check-clean [NB]  fail if a notebook carries outputs or execution counts
-  strip [NB...]     remove outputs and execution counts in place
+  run [NB...]       execute notebooks (default: notebooks/*.ipynb), each with a fresh kernel
+                    and a time limit, --jobs at a time (longest first by the last run's
+                    times); print one line per notebook and a final "N passed, M failed";
+                    exit 1 if any failed
+  prewarm           execute only the first cell of the first notebook (the `:dep` cell) in
+                    each of --slots build slots, so that they hold every notebook dependency
+  check-clean [NB]  fail if a notebook carries outputs or execution counts (nbstripout --verify)
+  strip [NB...]     remove outputs and execution counts in place (nbstripout)
   timings           print the performance figures of the README (see --help)
 
 A notebook fails when a cell raises an error (compile error, panic, kernel death), when a
@@ -18,6 +19,7 @@ the cell is tagged `allow-stderr`, or when it runs past its time limit.
 """
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -27,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -181,29 +184,52 @@ def cmd_run_one(args):
     return 0
 
 
-def run_isolated(path, timeout, html_dir=None, first_cell=False):
-    """Run one notebook in a child process group; kill the group past `timeout` seconds."""
+def run_isolated(path, timeout, html_dir=None, first_cell=False, slot=None):
+    """Run one notebook in a child process group; kill the group past `timeout` seconds.
+
+    Returns (status, seconds, output): the child's output is collected, not printed, so that
+    notebooks running side by side do not interleave their reports."""
     cmd = [sys.executable, __file__, "run-one", str(path), "--cell-timeout", str(timeout)]
     if html_dir:
         cmd += ["--html-dir", str(html_dir)]
     if first_cell:
         cmd.append("--first-cell")
+    env = dict(os.environ)
+    if slot is not None:
+        env["POSENC_EVCXR_SLOT"] = str(slot)  # read by scripts/evcxr-kernel
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    proc = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace")
     try:
-        rc = proc.wait(timeout=timeout)
-        status = "ok" if rc == 0 else "FAILED"
+        output, _ = proc.communicate(timeout=timeout)
+        status = "ok" if proc.returncode == 0 else "FAILED"
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        output, _ = proc.communicate()
         status = f"FAILED (timeout {timeout} s)"
+        output += f"FAILED {rel(path)}: ran past its time limit of {timeout} s\n"
     # The kernel launcher may outlive its client for a moment; make sure it is gone so the
     # next notebook gets the warm build slot.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    return status, time.monotonic() - start
+    return status, time.monotonic() - start, output
+
+
+# Wall times of the last run (longest first is the order that keeps both workers busy).
+TIMES_FILE = ROOT / "target" / "notebook-times.json"
+
+
+def schedule(paths, jobs):
+    """Sorted order for one worker; longest first (last run's times) for several."""
+    if jobs <= 1:
+        return paths
+    try:
+        times = json.loads(TIMES_FILE.read_text())
+    except (OSError, ValueError):
+        times = {}
+    return sorted(paths, key=lambda p: -times.get(p.name, float("inf")))
 
 
 def cmd_run(args):
@@ -212,27 +238,52 @@ def cmd_run(args):
     if not paths:
         print("no notebooks found", file=sys.stderr)
         return 1
-    passed = failed = 0
+    jobs = max(1, min(args.jobs, len(paths)))
+    order = schedule(paths, jobs)
+    print(f"notebooks: {len(paths)} notebooks, {jobs} at a time, {args.timeout} s each at most",
+          flush=True)
+    results = {}
+    lock = threading.Lock()
     total = time.monotonic()
+
+    def one(path):
+        status, seconds, output = run_isolated(path, args.timeout, args.html_dir)
+        with lock:
+            results[path] = (status, seconds)
+            if status != "ok" and output.strip():
+                print(output.rstrip(), flush=True)
+            print(f"{status:<8} {seconds:7.1f} s  {rel(path)}", flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for f in [pool.submit(one, p) for p in order]:
+            f.result()
+    wall = time.monotonic() - total
+    passed = sum(1 for s, _ in results.values() if s == "ok")
+    failed = len(results) - passed
+    try:
+        times = json.loads(TIMES_FILE.read_text()) if TIMES_FILE.exists() else {}
+    except ValueError:
+        times = {}
+    times.update({p.name: round(t, 1) for p, (_, t) in results.items()})
+    TIMES_FILE.parent.mkdir(parents=True, exist_ok=True)
+    TIMES_FILE.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
+    print(f"notebooks: {wall:.1f} s in all ({sum(t for _, t in results.values()):.1f} s of "
+          f"notebook time, {jobs} at a time)", flush=True)
     for path in paths:
-        print(f"--- {rel(path)}", flush=True)
-        status, seconds = run_isolated(path, args.timeout, args.html_dir)
-        print(f"{status:<8} {seconds:7.1f} s  {rel(path)}", flush=True)
-        if status == "ok":
-            passed += 1
-        else:
-            failed += 1
-    print(f"notebooks: {time.monotonic() - total:.1f} s in all", flush=True)
+        if results[path][0] != "ok":
+            print(f"failed: {rel(path)} ({results[path][0]})", flush=True)
     print(f"{passed} passed, {failed} failed", flush=True)
     return 0 if failed == 0 else 1
 
 
 def build_inputs_digest(first_cell):
     """A digest of everything the notebooks' dependency build depends on: the crate's manifest,
-    lock file and sources, the evcxr settings, the first cell, and the tool versions."""
+    lock file and sources, the evcxr settings and kernel launcher, the first cell, and the tool
+    versions."""
     h = hashlib.sha256()
     files = [ROOT / "Cargo.toml", ROOT / "Cargo.lock", NOTEBOOKS / "evcxr.toml",
-             ROOT / "scripts" / "evcxr" / "init.evcxr"] + sorted((ROOT / "src").rglob("*.rs"))
+             ROOT / "scripts" / "evcxr" / "init.evcxr", ROOT / "scripts" / "evcxr-kernel"] + \
+        sorted((ROOT / "src").rglob("*.rs"))
     for path in files:
         h.update(str(path.relative_to(ROOT)).encode() + b"\0")
         h.update(path.read_bytes() if path.exists() else b"(missing)")
@@ -256,68 +307,55 @@ def cmd_prewarm(args):
     if not paths:
         print("prewarm: no notebooks", file=sys.stderr)
         return 1
-    # Skipped when the last successful prewarm built from the same inputs into a slot that
-    # still exists (a second `make lab` starts JupyterLab at once).
+    # A slot is skipped when its last successful prewarm built from the same inputs and its
+    # build directory still exists (a second `make lab` starts JupyterLab at once). Slot 0
+    # comes first (from nothing, it fills evcxr's artifact cache), then each further slot,
+    # filled from that cache, so that every kernel running beside another finds a warm slot.
     base = Path(os.environ.get("POSENC_EVCXR_DIR", ROOT / ".evcxr"))
-    stamp = base / "prewarmed"
     digest = build_inputs_digest(first_code_cell(paths[0]))
-    if not args.force and (base / "slot0" / "target").is_dir() and stamp.exists() and \
-            stamp.read_text().strip() == digest:
-        print("prewarm: the notebook dependencies are built (inputs unchanged; --force rebuilds)",
-              flush=True)
-        return 0
-    print(f"prewarm: building the notebook dependencies ({rel(paths[0])}, first cell)", flush=True)
-    status, seconds = run_isolated(paths[0], args.timeout, first_cell=True)
-    print(f"prewarm: {status} in {seconds:.1f} s", flush=True)
-    if status != "ok":
-        return 1
-    stamp.write_text(digest + "\n")
+    for slot in range(max(1, args.slots)):
+        stamp = base / f"prewarmed-slot{slot}"
+        if not args.force and (base / f"slot{slot}" / "target").is_dir() and stamp.exists() \
+                and stamp.read_text().strip() == digest:
+            print(f"prewarm: slot {slot}: the notebook dependencies are built (inputs unchanged; "
+                  "--force rebuilds)", flush=True)
+            continue
+        stamp.unlink(missing_ok=True)
+        print(f"prewarm: slot {slot}: building the notebook dependencies ({rel(paths[0])}, "
+              "first cell)", flush=True)
+        status, seconds, output = run_isolated(paths[0], args.timeout, first_cell=True,
+                                               slot=slot)
+        print(f"prewarm: slot {slot}: {status} in {seconds:.1f} s", flush=True)
+        if status != "ok":
+            print(output.rstrip(), flush=True)
+            return 1
+        stamp.write_text(digest + "\n")
     return 0
 
 
 # ---------------------------------------------------------------------------------------------
-# check-clean / strip
+# check-clean / strip (nbstripout)
 
-
-def dirty_cells(nb):
-    for i, cell in enumerate(nb.get("cells", [])):
-        if cell.get("cell_type") != "code":
-            continue
-        if cell.get("outputs") or cell.get("execution_count") is not None:
-            yield i
+# Cell ids stay: JupyterLab gives every new cell a random one and keeps it.
+NBSTRIPOUT = [str(Path(sys.executable).with_name("nbstripout")), "--keep-id"]
 
 
 def cmd_check_clean(args):
-    bad = []
-    for path in notebook_paths(args.notebooks):
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        cells = list(dirty_cells(nb))
-        if cells:
-            bad.append(f"{rel(path)}: outputs or execution counts in cells {cells}")
-    for line in bad:
-        print(line, file=sys.stderr)
-    if bad:
-        print("clear them with: make notebooks-strip", file=sys.stderr)
+    paths = notebook_paths(args.notebooks)
+    proc = subprocess.run(NBSTRIPOUT + ["--verify"] + [str(p) for p in paths],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        print("check-clean: notebooks carry outputs or execution counts; clear them with: "
+              "make notebooks-strip", file=sys.stderr)
         return 1
-    print(f"check-clean: {len(notebook_paths(args.notebooks))} notebooks carry no outputs")
+    print(f"check-clean: {len(paths)} notebooks carry no outputs (nbstripout --verify)")
     return 0
 
 
 def cmd_strip(args):
-    import nbformat
-
-    for path in notebook_paths(args.notebooks):
-        nb = nbformat.read(path, as_version=4)
-        if not list(dirty_cells(nb)):
-            continue
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                cell.outputs = []
-                cell.execution_count = None
-                cell.metadata.pop("execution", None)
-        nbformat.write(nb, path)
-        print(f"stripped {rel(path)}")
-    return 0
+    paths = notebook_paths(args.notebooks)
+    return subprocess.run(NBSTRIPOUT + [str(p) for p in paths]).returncode
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,9 +455,11 @@ def cmd_timings(args):
           flush=True)
     if args.collection:
         start = time.monotonic()
-        rc = cmd_run(argparse.Namespace(notebooks=None, timeout=args.timeout, html_dir=None))
+        rc = cmd_run(argparse.Namespace(notebooks=None, timeout=args.timeout, html_dir=None,
+                                        jobs=args.jobs))
         figures["collection"] = time.monotonic() - start
-        print(f"whole collection ({len(notebook_paths(None))} notebooks, sequential, warm): "
+        print(f"whole collection ({len(notebook_paths(None))} notebooks, {args.jobs} at a time, "
+              "warm): "
               f"{figures['collection']:.1f} s{'' if rc == 0 else ' (FAILURES)'}", flush=True)
     return 0
 
@@ -432,12 +472,16 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     timeout = int(os.environ.get("NOTEBOOK_TIMEOUT", "600"))
+    jobs = int(os.environ.get("NOTEBOOK_JOBS", "1"))
 
     p = sub.add_parser("run", help="execute notebooks with fresh kernels")
     p.add_argument("notebooks", nargs="*")
     p.add_argument("--timeout", type=int, default=timeout,
                    help="seconds per notebook (default: $NOTEBOOK_TIMEOUT or 600)")
     p.add_argument("--html-dir", help="also write each executed notebook as HTML here")
+    p.add_argument("--jobs", type=int, default=jobs,
+                   help="notebooks executed at once, each in its own build slot "
+                        "(default: $NOTEBOOK_JOBS or 1)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("run-one", help=argparse.SUPPRESS)
@@ -450,6 +494,8 @@ def main():
     p = sub.add_parser("prewarm", help="build the notebook dependencies once")
     p.add_argument("--timeout", type=int, default=int(os.environ.get("PREWARM_TIMEOUT", "2400")))
     p.add_argument("--force", action="store_true", help="build even if nothing changed")
+    p.add_argument("--slots", type=int, default=1,
+                   help="build slots to fill, one per notebook run at once (default 1)")
     p.set_defaults(func=cmd_prewarm)
 
     p = sub.add_parser("check-clean", help="fail if notebooks carry outputs")
@@ -466,6 +512,7 @@ def main():
     p.add_argument("--collection", action="store_true",
                    help="also execute the whole collection, as `make test` does")
     p.add_argument("--reruns", type=int, default=5)
+    p.add_argument("--jobs", type=int, default=jobs, help="notebooks at once for --collection")
     p.add_argument("--timeout", type=int, default=timeout)
     p.set_defaults(func=cmd_timings)
 
