@@ -21,6 +21,8 @@ REPEATS=${REPEATS:-5}
 MIN_MS=${MIN_MS:-15}
 STEP_SCHEMES=${STEP_SCHEMES:-"rope"}
 STEPS=${STEPS:-12}
+# whole steps on 1 thread as well: far less disturbed by other work than 2 threads
+STEP_THREADS=${STEP_THREADS:-"1 $THREADS"}
 # posenc as it trains before fused kernels; empty for a binary without --kernels
 POSENC_ARGS=${POSENC_ARGS-"--kernels reference"}
 PY=${TORCH_PYTHON:-target/bench-venv/bin/python}
@@ -45,11 +47,14 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 # whole training steps, each timed alone, both sides alternating (best and median step)
 for s in $STEP_SCHEMES; do
-  for r in 1 2; do
-    RAYON_NUM_THREADS=$THREADS "$OUT/posenc.bin" train --scheme "$s" --steps "$STEPS" --warmup 5 \
-      --out "$OUT/ckpt-$s-$r" --log-every 1 --quiet $POSENC_ARGS >/dev/null 2>"$OUT/posenc-step-$s-$r.log"
-    "$PY" -W ignore bench/gemm_torch.py --step "$s" --steps "$STEPS" --threads "$THREADS" \
-      >"$OUT/torch-step-$s-$r.jsonl" 2>/dev/null
+  for t in $STEP_THREADS; do
+    for r in 1 2; do
+      RAYON_NUM_THREADS=$t "$OUT/posenc.bin" train --scheme "$s" --steps "$STEPS" --warmup 5 \
+        --out "$OUT/ckpt-$s-$t-$r" --log-every 1 --quiet $POSENC_ARGS >/dev/null \
+        2>"$OUT/posenc-step-$s-$t-$r.log"
+      "$PY" -W ignore bench/gemm_torch.py --step "$s" --steps "$STEPS" --threads "$t" \
+        >"$OUT/torch-step-$s-$t-$r.jsonl" 2>/dev/null
+    done
   done
 done
 echo "<!-- $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load average before: $LOAD_BEFORE, after: $(uptime | sed 's/.*load average: //'); rounds $ROUNDS, repeats $REPEATS, min $MIN_MS ms, threads $THREADS; torch $("$PY" -W ignore -c 'import torch; print(torch.__version__)' 2>/dev/null) -->"

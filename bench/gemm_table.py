@@ -35,16 +35,14 @@ def main():
         for l in open(p):
             if l.startswith("{"):
                 r = json.loads(l)
-                steps.setdefault(("torch", r["scheme"]), []).append(r)
+                steps.setdefault(("torch", r["scheme"], r["threads"]), []).append(r)
     for p in glob.glob(os.path.join(d, "posenc-step-*.log")):
-        scheme = os.path.basename(p).split("-")[2]
-        rates = [float(m.group(1)) for m in (re.search(r"step (\d+):.* ([0-9.]+) tokens/s", l) for l in open(p))
-                 if m is not None]
-        # the regex captures (step, rate); keep steps after the first
+        parts = os.path.basename(p)[:-4].split("-")  # posenc-step-SCHEME[-THREADS]-RUN.log
+        scheme, threads = parts[2], (parts[3] if len(parts) == 5 else 2)
         per = [4096 / float(m.group(2)) for m in (re.search(r"step (\d+):.* ([0-9.]+) tokens/s", l) for l in open(p))
                if m is not None and int(m.group(1)) > 1]
         if per:
-            steps.setdefault(("posenc", scheme), []).append(
+            steps.setdefault(("posenc", scheme, int(threads)), []).append(
                 dict(best_seconds=min(per), median_seconds=statistics.median(per), steps=len(per)))
     modes = [("st", "gemm 1 thread"), ("st4", "gemm 1 thread, AVX-512"), ("par", "gemm 2 threads"),
              ("par4", "gemm 2 threads, AVX-512"),
@@ -97,31 +95,38 @@ def main():
           + ", ".join(f"{t} {totals[m] * 1e3:.1f}" for m, t in modes) + ".")
     if steps:
         print()
-        print("| whole training step, 2 threads | best step (ms) | median step (ms) | steps timed |")
-        print("|---|---|---|---|")
+        print("| whole training step | threads | best step (ms) | median step (ms) | steps timed |")
+        print("|---|---|---|---|---|")
         best_step = {}
-        for (side, scheme), runs in sorted(steps.items()):
+        for (side, scheme, th), runs in sorted(steps.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
             b = min(r["best_seconds"] for r in runs) * 1e3
             med = statistics.median(r["median_seconds"] for r in runs) * 1e3
-            best_step[(side, scheme)] = (b, med)
-            print(f"| {side} {scheme} | {b:.0f} | {med:.0f} | {sum(r['steps'] for r in runs)} |")
-        floor_flex, floor_best = totals["flexrun"] * 1e3, totals["bestgemm"] * 1e3
-        for scheme in sorted({s for _, s in best_step}):
-            t = best_step.get(("torch", scheme))
-            p = best_step.get(("posenc", scheme))
-            if not t:
+            best_step[(side, scheme, th)] = (b, med)
+            print(f"| {side} {scheme} | {th} | {b:.0f} | {med:.0f} | {sum(r['steps'] for r in runs)} |")
+        # product floors per thread count: (as burn-flex runs them, best of the gemm crate's ways, torch)
+        one_best = sum(meta[n]["count"] * min(best[(n, m)] for m in ("st", "st4") if (n, m) in best) for n in order)
+        floors = {1: (totals["st"], one_best, totals["torch1"]),
+                  2: (totals["flexrun"], totals["bestgemm"], totals["torch"])}
+        print()
+        print("| products only, ms per step | threads | as burn-flex runs them (AVX2) | best of the gemm crate (AVX-512 where faster) | torch |")
+        print("|---|---|---|---|---|")
+        for th, (f, b, t) in floors.items():
+            print(f"| sum over the shapes | {th} | {f * 1e3:.0f} | {b * 1e3:.0f} | {t * 1e3:.0f} |")
+        for (side, scheme, th) in sorted(best_step):
+            if side != "torch" or th not in floors:
                 continue
+            t = best_step[("torch", scheme, th)][0]
+            p = best_step.get(("posenc", scheme, th))
+            f, b, tp = (x * 1e3 for x in floors[th])
+            now = f" posenc's best step: {p[0]:.0f} ms, {t / p[0]:.2f}x torch's throughput." if p else ""
             print()
-            now = f" posenc's step now: {p[0]:.0f} ms, {t[0] / p[0]:.2f}x torch's throughput (best steps)." if p else ""
-            print(f"**Ceiling ({scheme}).** torch's best step: {t[0]:.0f} ms (its products alone "
-                  f"{totals['torch'] * 1e3:.0f} ms, {totals['torch'] * 1e3 / t[0]:.0%}).{now} "
-                  f"If everything but the products were free, a posenc step would take "
-                  f"{floor_flex:.0f} ms with the products as burn-flex runs them, so posenc/torch throughput "
-                  f"<= {t[0] / floor_flex:.2f}x; with the best of the gemm crate's ways per shape "
-                  f"(AVX-512 kernels, one 2D product per Linear) {floor_best:.0f} ms, <= {t[0] / floor_best:.2f}x. "
-                  f"1.2x torch needs a step of {t[0] / 1.2:.0f} ms: {t[0] / 1.2 - floor_flex:.0f} ms "
-                  f"(products as Flex runs them) or {t[0] / 1.2 - floor_best:.0f} ms (best gemm) left for "
-                  f"everything else.")
+            print(f"**Ceiling, {scheme}, {th} thread{'s' if th > 1 else ''}.** torch's best step: {t:.0f} ms, "
+                  f"of which its products {tp:.0f} ms ({tp / t:.0%}).{now} "
+                  f"If everything but the products were free, a posenc step would take {f:.0f} ms with "
+                  f"the products as burn-flex runs them: posenc/torch <= {t / f:.2f}x; with the best of the "
+                  f"gemm crate's ways per shape {b:.0f} ms: <= {t / b:.2f}x. 1.2x torch means a step of "
+                  f"{t / 1.2:.0f} ms, leaving {t / 1.2 - f:.0f} ms (burn-flex's products) or "
+                  f"{t / 1.2 - b:.0f} ms (best gemm) for everything else.")
 
 if __name__ == "__main__":
     main()
