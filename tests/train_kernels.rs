@@ -1,6 +1,6 @@
 //! The fused kernels against the reference composition of burn operations: values and
 //! gradients of attention (no bias, per-head bias, per-sequence bias; lengths that are not a
-//! multiple of the tile), GELU, LayerNorm and the loss, relative error at most 1e-5; the fused
+//! multiple of the tile), GELU, LayerNorm, Linear and the loss, relative error at most 1e-5; the fused
 //! gradients against central finite differences; and 20 training steps of every scheme on both
 //! paths, which must follow the same loss curve.
 #![cfg(feature = "train")]
@@ -11,7 +11,8 @@ use burn::module::Module;
 use burn::nn::LayerNormConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use posenc::model::kernels::{
-    attention, gelu_with, layer_norm_with, nll_with, reference_attention, AttentionBias, Kernels,
+    attention, gelu_with, layer_norm_with, linear_with, nll_with, reference_attention,
+    AttentionBias, Kernels,
 };
 use posenc::model::{to_vec, ModelConfig, Scheme, LAYER_NORM_EPS};
 use posenc::train::{train, TrainConfig, TrainRun};
@@ -183,7 +184,7 @@ fn fused_attention_gradients_match_finite_differences() {
 }
 
 #[test]
-fn fused_gelu_layer_norm_and_nll_match_reference() {
+fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
     let device = Device::flex().autodiff();
     let run = |kernels: Kernels| -> Vec<Vec<f32>> {
         // GELU over a wide range, tails included
@@ -201,6 +202,17 @@ fn fused_gelu_layer_norm_and_nll_match_reference() {
         out.push(to_vec(x.grad(&g).unwrap()));
         out.push(to_vec(ln.gamma.val().grad(&g).unwrap()));
         out.push(to_vec(ln.beta.as_ref().unwrap().val().grad(&g).unwrap()));
+        // Linear with bias, [B, L, n_in] -> [B, L, n_out]
+        let lin = burn::nn::LinearConfig::new(24, 40)
+            .init(&device)
+            .map(&mut ScaleParams);
+        let x = tensor([3, 33, 24], 13, 2.0, &device);
+        let y = linear_with(&lin, x.clone(), kernels);
+        let g = weighted_sum(y.clone(), 14).backward();
+        out.push(to_vec(y));
+        out.push(to_vec(x.grad(&g).unwrap()));
+        out.push(to_vec(lin.weight.val().grad(&g).unwrap()));
+        out.push(to_vec(lin.bias.as_ref().unwrap().val().grad(&g).unwrap()));
         // log-softmax + NLL over 256 classes
         let logits = tensor([2, 65, 256], 11, 8.0, &device);
         let targets: Vec<i64> = (0..130).map(|i| (i * 37 % 256) as i64).collect();
@@ -220,6 +232,10 @@ fn fused_gelu_layer_norm_and_nll_match_reference() {
         "layer norm dx",
         "layer norm dgamma",
         "layer norm dbeta",
+        "linear",
+        "linear dx",
+        "linear dweight",
+        "linear dbias",
         "nll",
         "nll dlogits",
     ];
@@ -228,7 +244,9 @@ fn fused_gelu_layer_norm_and_nll_match_reference() {
     }
 }
 
-/// Sets LayerNorm's gamma to 1 + 0.3 sin(i) and beta to 0.1 cos(i), so both matter.
+/// Sets parameters that hold 1 (LayerNorm's gamma) to 1 + 0.3 sin(i) and all others to
+/// 0.1 cos(i) + 0.05 sin(3i) (LayerNorm's beta, Linear's weight and bias, whose random
+/// initial values would differ between the two runs), so that every one matters.
 struct ScaleParams;
 
 impl burn::module::ModuleMapper for ScaleParams {
@@ -246,7 +264,7 @@ impl burn::module::ModuleMapper for ScaleParams {
                     if v == 1.0 {
                         1.0 + 0.3 * (i as f32).sin()
                     } else {
-                        0.1 * (i as f32).cos()
+                        0.1 * (i as f32).cos() + 0.05 * (3.0 * i as f32).sin()
                     }
                 })
                 .collect();

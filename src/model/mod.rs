@@ -40,7 +40,7 @@ use crate::encodings::tupe::Tupe;
 use crate::encodings::xl::{TransformerXl, XlDirection};
 use crate::error::Result;
 use init::{linear, normal, param1, param2};
-use kernels::{gelu_with, layer_norm_with, nll_with};
+use kernels::{gelu_with, layer_norm_with, linear_with, nll_with};
 
 /// Trainable position parameters of one attention layer; only the fields of the model's
 /// scheme are `Some`.
@@ -311,9 +311,8 @@ impl Lm {
             };
             x = x + attended;
             let h = layer_norm_with(&block.ln_ffn, x.clone(), LAYER_NORM_EPS, kernels);
-            x = x + block
-                .ffn_down
-                .forward(gelu_with(block.ffn_up.forward(h), kernels));
+            let up = gelu_with(linear_with(&block.ffn_up, h, kernels), kernels);
+            x = x + linear_with(&block.ffn_down, up, kernels);
         }
         let h = layer_norm_with(&self.ln_final, x, LAYER_NORM_EPS, kernels);
         // logits = h E^T, [B, L, 256]
@@ -373,7 +372,7 @@ impl SelfAttention {
             return self.forward_parts(c, ctx, x, tupe_p).0;
         }
         let [b, l, d] = x.dims();
-        let (q, k, v) = self.project(c, x);
+        let (q, k, v) = self.project(c, x, ctx.kernels);
         let terms = self.position_terms(c, ctx, tupe_p);
         let scale = c.score_scale();
         let o = match attend_fused(q.clone(), k.clone(), v.clone(), &terms, ctx, scale) {
@@ -382,19 +381,24 @@ impl SelfAttention {
             None => attend(q, k, v, &terms, ctx, scale).output,
         };
         // [B, H, L, dh] -> [B, L, d]
-        self.out.forward(o.swap_dims(1, 2).reshape([b, l, d]))
+        linear_with(&self.out, o.swap_dims(1, 2).reshape([b, l, d]), ctx.kernels)
     }
 
     /// Queries, keys and values `[B, H, L, d_head]` of `x [B, L, d_model]`.
-    fn project(&self, c: &ModelConfig, x: Tensor<3>) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+    fn project(
+        &self,
+        c: &ModelConfig,
+        x: Tensor<3>,
+        kernels: Kernels,
+    ) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
         let [b, l, _] = x.dims();
         let (h, dh) = (c.heads, c.head_dim());
         // [B, L, d] -> [B, H, L, dh]
         let split = |t: Tensor<3>| t.reshape([b, l, h, dh]).swap_dims(1, 2);
         (
-            split(self.query.forward(x.clone())),
-            split(self.key.forward(x.clone())),
-            split(self.value.forward(x)),
+            split(linear_with(&self.query, x.clone(), kernels)),
+            split(linear_with(&self.key, x.clone(), kernels)),
+            split(linear_with(&self.value, x, kernels)),
         )
     }
 
@@ -407,7 +411,7 @@ impl SelfAttention {
         tupe_p: Option<Tensor<2>>,
     ) -> (Tensor<3>, Tensor<4>) {
         let [b, l, d] = x.dims();
-        let (q, k, v) = self.project(c, x);
+        let (q, k, v) = self.project(c, x, ctx.kernels);
         let terms = self.position_terms(c, ctx, tupe_p);
         let parts = attend(q, k, v, &terms, ctx, c.score_scale());
         // [B, H, L, dh] -> [B, L, d]

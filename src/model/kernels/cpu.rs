@@ -709,3 +709,146 @@ pub fn nll_backward(
         });
     dx
 }
+
+/// All threads of rayon's pool for one large product.
+fn all_threads() -> Parallelism {
+    Parallelism::Rayon(rayon::current_num_threads().max(1))
+}
+
+/// An affine map of `x [rows, n_in]` by `w [n_in, n_out]` and `b [n_out]`: $y = xW + b$,
+/// `[rows, n_out]` (burn's `Linear` layout). The bias is written first and the product added
+/// onto it, so no separate pass adds it.
+pub fn linear_forward(x: &[f32], w: &[f32], b: Option<&[f32]>, n_in: usize) -> Vec<f32> {
+    let n_out = w.len() / n_in.max(1);
+    let rows = x.len() / n_in.max(1);
+    let mut y = vec![0.0f32; rows * n_out];
+    if let Some(b) = b {
+        y.par_chunks_mut(n_out.max(1) * ROWS).for_each(|chunk| {
+            for row in chunk.chunks_mut(n_out.max(1)) {
+                row.copy_from_slice(b);
+            }
+        });
+    }
+    if rows == 0 || n_out == 0 {
+        return y;
+    }
+    // SAFETY: x is rows x n_in, w is n_in x n_out, y is rows x n_out, all row-major.
+    unsafe {
+        gemm(
+            rows,
+            n_out,
+            n_in,
+            y.as_mut_ptr(),
+            1,
+            n_out as isize,
+            b.is_some(),
+            x.as_ptr(),
+            1,
+            n_in as isize,
+            w.as_ptr(),
+            1,
+            n_out as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            all_threads(),
+        );
+    }
+    y
+}
+
+/// Gradients of [`linear_forward`]:
+/// $\partial x = \partial y\, W^\top$, $\partial W = x^\top \partial y$,
+/// $\partial b = \sum_{\text{rows}} \partial y$.
+pub fn linear_backward(
+    x: &[f32],
+    w: &[f32],
+    dy: &[f32],
+    n_in: usize,
+    want_bias: bool,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let n_out = w.len() / n_in.max(1);
+    let rows = x.len() / n_in.max(1);
+    let mut dx = vec![0.0f32; rows * n_in];
+    let mut dw = vec![0.0f32; n_in * n_out];
+    if rows > 0 && n_out > 0 && n_in > 0 {
+        // SAFETY: dy is rows x n_out, w is n_in x n_out (read transposed), dx is rows x n_in;
+        // x is rows x n_in (read transposed), dw is n_in x n_out.
+        unsafe {
+            gemm(
+                rows,
+                n_in,
+                n_out,
+                dx.as_mut_ptr(),
+                1,
+                n_in as isize,
+                false,
+                dy.as_ptr(),
+                1,
+                n_out as isize,
+                w.as_ptr(),
+                n_out as isize,
+                1,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                all_threads(),
+            );
+            gemm(
+                n_in,
+                n_out,
+                rows,
+                dw.as_mut_ptr(),
+                1,
+                n_out as isize,
+                false,
+                x.as_ptr(),
+                n_in as isize,
+                1,
+                dy.as_ptr(),
+                1,
+                n_out as isize,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                all_threads(),
+            );
+        }
+    }
+    let db = if want_bias {
+        column_sums(dy, n_out)
+    } else {
+        Vec::new()
+    };
+    (dx, dw, db)
+}
+
+/// $\sum_r a_{rc}$ of `a [rows, cols]`, parallel over blocks of rows.
+fn column_sums(a: &[f32], cols: usize) -> Vec<f32> {
+    let cols = cols.max(1);
+    a.par_chunks(cols * 4 * ROWS)
+        .map(|block| {
+            let mut s = vec![0.0f32; cols];
+            for row in block.chunks(cols) {
+                for (acc, &v) in s.iter_mut().zip(row) {
+                    *acc += v;
+                }
+            }
+            s
+        })
+        .reduce(
+            || vec![0.0f32; cols],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += y;
+                }
+                a
+            },
+        )
+}

@@ -49,6 +49,24 @@ pub trait FusedOps: Backend {
 
     /// Negative log-likelihood `[N]` of `targets [N]` under `logits [N, V]`.
     fn fused_nll(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> FloatTensor<Self>;
+
+    /// $xW + b$ of `x [..., n_in]`, `w [n_in, n_out]`, `b [n_out]`.
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+}
+
+/// $xW + b$ on Flex tensors, with the output's shape.
+fn linear_flex(x: &FlexTensor, w: &FlexTensor, b: &FlexTensor) -> FlexTensor {
+    let mut shape = x.layout().shape().to_vec();
+    let [n_in, n_out] = [w.layout().shape()[0], w.layout().shape()[1]];
+    let y = cpu::linear_forward(&values(x), &values(w), Some(&values(b)), n_in);
+    if let Some(last) = shape.last_mut() {
+        *last = n_out;
+    }
+    flex(y, &shape)
 }
 
 /// A Flex tensor's `f32` values in row-major order (copied only when not contiguous).
@@ -121,6 +139,10 @@ fn attention_forward_flex(
 }
 
 impl FusedOps for Flex {
+    fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor) -> FlexTensor {
+        linear_flex(&x, &w, &b)
+    }
+
     fn fused_attention(
         q: FlexTensor,
         k: FlexTensor,
@@ -344,7 +366,62 @@ impl Backward<Flex, 1> for NllBackward {
     }
 }
 
+#[derive(Debug)]
+struct LinearBackward;
+
+impl Backward<Flex, 3> for LinearBackward {
+    /// Input and weight.
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [nx, nw, nb] = ops.parents;
+        let dy = grads.consume::<Flex>(&ops.node);
+        let (x, w) = ops.state;
+        let x_shape = x.layout().shape().to_vec();
+        let w_shape = w.layout().shape().to_vec();
+        let (dx, dw, db) = cpu::linear_backward(
+            &values(&x),
+            &values(&w),
+            &values(&dy),
+            w_shape[0],
+            nb.is_some(),
+        );
+        if let Some(node) = nx {
+            grads.register::<Flex>(node.id, flex(dx, &x_shape));
+        }
+        if let Some(node) = nw {
+            grads.register::<Flex>(node.id, flex(dw, &w_shape));
+        }
+        if let Some(node) = nb {
+            grads.register::<Flex>(node.id, flex(db, &[w_shape[1]]));
+        }
+    }
+}
+
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let y = linear_flex(x.primitive(), w.primitive(), b.primitive());
+        match LinearBackward
+            .prepare::<C>([x.node(), w.node(), b.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                prep.finish((x.primitive().clone(), w.primitive().clone()), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
     fn fused_attention(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,

@@ -137,6 +137,26 @@ pub fn reference_attention(
     burn::tensor::activation::softmax(scores, 3).matmul(v)
 }
 
+/// `linear.forward(x)`, $xW + b$, with the chosen kernels (the fused one writes the bias
+/// and adds the product onto it, and its backward multiplies without transposed copies).
+pub fn linear_with<const D: usize>(
+    linear: &burn::nn::Linear,
+    x: Tensor<D>,
+    kernels: Kernels,
+) -> Tensor<D> {
+    match (
+        &linear.bias,
+        kernels == Kernels::Fused && is_flex(&x.device()),
+    ) {
+        (Some(b), true) => Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear(
+            x.into_dispatch(),
+            linear.weight.val().into_dispatch(),
+            b.val().into_dispatch(),
+        )),
+        _ => linear.forward(x),
+    }
+}
+
 /// GELU with the chosen kernels.
 pub fn gelu_with(x: Tensor<3>, kernels: Kernels) -> Tensor<3> {
     if kernels == Kernels::Fused && is_flex(&x.device()) {
