@@ -83,7 +83,8 @@ OPS = [
      r"SelfAttention::forward_parts"),
     ("optimizer (AdamW, clipping)", r"burn_optim|grad_clipping|DynOptimizer|GradientsParams"),
     ("backward of decomposed ops", r"as burn_autodiff::ops::backward::Backward<"),
-    ("Linear bias add", r"Linear::forward|module::linear"),
+    ("Linear bias add", r"Linear::forward|module::linear|fused_linear|linear_flex|linear_with|LinearBackward|"
+                        r"kernels::cpu::linear_"),
     ("embedding, residuals, other model code", r"posenc::model::Lm::forward_traced|add_positions"),
     ("autodiff bookkeeping (graph, gradients)",
      r"burn_autodiff::runtime|burn_autodiff::graph|Gradients::register|burn_autodiff::grads|"
@@ -128,7 +129,10 @@ def product_kind(frames):
         return "products, attention inside the fused kernel"
     if "posenc::model::attention::attend" in joined:
         return "products, forward: attention (QK^T, PV)"
-    if "Linear::forward" in joined or "module::linear" in joined:
+    if "LinearBackward" in joined or "kernels::cpu::linear_backward" in joined:
+        return "products, backward: fused Linear (dX, dW)"
+    if ("Linear::forward" in joined or "module::linear" in joined or "fused_linear" in joined
+            or "kernels::cpu::linear_forward" in joined or "linear_flex" in joined or "linear_with" in joined):
         return "products, forward: Linear (q, k, v, o, FFN)"
     if "Lm::forward_traced" in joined:
         return "products, forward: logits (h E^T)"
