@@ -372,6 +372,7 @@ SUMMARY = [
     ("products, forward: context not found", ["products, forward (context not found)", "products (phase unknown)"]),
     ("products, backward (dX, dW of all products)", ["products, backward (attention + Linear + logits; not separable by call chain)"]),
     ("products, backward: dW batch sums", ["products, backward: dW batch sums (broadcast weights)"]),
+    ("products, backward: fused Linear (dX, dW)", ["products, backward: fused Linear (dX, dW)"]),
     ("products, attention inside the fused kernel (forward + backward)", ["products, attention inside the fused kernel"]),
     ("attention: softmax (composed; its backward is in the decomposed row)", ["attention: softmax"]),
     ("attention: mask, scale, bias, RoPE, head split", ["attention: mask, scale, bias, RoPE, head split"]),
