@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Training throughput of the posenc byte LM (burn, Flex CPU backend) against the identical
-# PyTorch model (eager), same machine, same shapes, one run. Not part of CI.
+# Training throughput of the posenc byte LM (burn, Flex CPU backend) with the composed
+# reference operations and with the fused kernels, against the identical PyTorch model
+# (eager), same machine, same shapes, one invocation: for each scheme the three runs follow
+# each other, so a change of load affects them alike. Not part of CI.
 #
-#   bench/run.sh                 # schemes nope rope t5 alibi, 30 steps each, batch 32 x 128
+#   bench/run.sh                 # schemes nope rope t5 alibi deberta, 30 steps each, batch 32 x 128
 #   STEPS=50 SCHEMES="rope" bench/run.sh
 #
 # torch is installed from PyPI on first use into target/bench-venv (or set TORCH_PYTHON to a
-# python that has it). Prints a table with tokens/s of both, the ratio posenc / PyTorch and
-# the peak resident memory of each process (GNU time).
+# python that has it). Prints bytes/s of each (steps after the first), the ratio fused /
+# PyTorch, the peak resident memory of each process (GNU time), and the training time of the
+# default sweep projected from the fused throughput.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-30}
-SCHEMES=${SCHEMES:-"nope rope t5 alibi"}
+SCHEMES=${SCHEMES:-"nope rope t5 alibi deberta"}
 THREADS=${THREADS:-$(nproc)}
 OUT=target/bench
 mkdir -p "$OUT"
@@ -25,15 +28,46 @@ cargo build --quiet --release --features train --bin posenc
 BIN=target/release/posenc
 TIME=/usr/bin/time
 peak() { sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\).*/\1/p' "$1"; }
-printf "%-7s %14s %14s %8s %12s %12s\n" scheme posenc_tok/s torch_tok/s ratio posenc_MiB torch_MiB
+rate() { sed -n 's/.* \([0-9.]*\) tokens\/s).*/\1/p' "$1"; }
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores;" \
+  "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $STEPS steps of 32 x 128 bytes"
+printf "%-8s %12s %12s %12s %8s %8s %9s %9s %9s\n" scheme reference fused pytorch fused/ref fused/pt \
+  ref_MiB fused_MiB pt_MiB
+rates=""
 for s in $SCHEMES; do
-  RAYON_NUM_THREADS=$THREADS $TIME -v "$BIN" train --scheme "$s" --steps "$STEPS" --warmup 5 \
-    --out "$OUT/ckpt-$s" --log-every 0 --quiet 2>"$OUT/posenc-$s.time" >"$OUT/posenc-$s.out" || true
-  ours=$(sed -n 's/.* \([0-9.]*\) tokens\/s).*/\1/p' "$OUT/posenc-$s.out")
+  for k in reference fused; do
+    rm -rf "$OUT/ckpt-$s-$k"
+    RAYON_NUM_THREADS=$THREADS $TIME -v "$BIN" train --scheme "$s" --steps "$STEPS" --warmup 5 \
+      --kernels "$k" --out "$OUT/ckpt-$s-$k" --log-every 0 --quiet \
+      2>"$OUT/posenc-$s-$k.time" >"$OUT/posenc-$s-$k.out"
+  done
   $TIME -v "$PY" bench/torch_lm.py --scheme "$s" --steps "$STEPS" --threads "$THREADS" \
     2>"$OUT/torch-$s.time" >"$OUT/torch-$s.json"
-  theirs=$("$PY" -c "import json,sys; print(round(json.load(open(sys.argv[1]))['tokens_per_second']))" "$OUT/torch-$s.json")
-  ratio=$(python3 -c "print(f'{float(\"$ours\")/float(\"$theirs\"):.2f}')")
-  printf "%-7s %14.0f %14.0f %8s %12d %12d\n" "$s" "$ours" "$theirs" "$ratio" \
-    $(( $(peak "$OUT/posenc-$s.time") / 1024 )) $(( $(peak "$OUT/torch-$s.time") / 1024 ))
+  ref=$(rate "$OUT/posenc-$s-reference.out")
+  fused=$(rate "$OUT/posenc-$s-fused.out")
+  torch=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens_per_second'])" "$OUT/torch-$s.json")
+  read -r r1 r2 < <(python3 -c "print(f'{$fused/$ref:.2f} {$fused/$torch:.2f}')")
+  printf "%-8s %12.0f %12.0f %12.0f %8s %8s %9d %9d %9d\n" "$s" "$ref" "$fused" "$torch" "$r1" "$r2" \
+    $(( $(peak "$OUT/posenc-$s-reference.time") / 1024 )) $(( $(peak "$OUT/posenc-$s-fused.time") / 1024 )) \
+    $(( $(peak "$OUT/torch-$s.time") / 1024 ))
+  rates="$rates $fused"
 done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The default sweep trains every scheme for steps x batch x train_len bytes, plus the two RoPE
+# fine-tunes; the schemes not measured here are counted at the mean fused rate of those that were.
+"$BIN" sweep --print-config >"$OUT/sweep-config.json"
+python3 - "$OUT/sweep-config.json" $rates <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+rates = [float(r) for r in sys.argv[2:]]
+mean = sum(rates) / len(rates)
+t = c["train"]
+per_scheme = t["steps"] * t["batch"] * c["model"]["train_len"]
+total = per_scheme * len(c["schemes"])
+ft = c["finetune"]
+# each fine-tune trains at factor x the training length
+total += len(ft["kinds"]) * ft["steps"] * ft["batch"] * ft["factor"] * c["model"]["train_len"]
+print(f"default sweep: {total / 1e6:.1f} MB of training bytes; at {mean:.0f} bytes/s (mean fused rate above)"
+      f" {total / mean / 60:.1f} min of training on one job (evaluation not included)")
+EOF
