@@ -11,8 +11,8 @@ use burn::module::Module;
 use burn::nn::LayerNormConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use posenc::model::kernels::{
-    attention, gelu_with, layer_norm_with, linear_with, nll_with, reference_attention,
-    AttentionBias, Kernels,
+    attention, gelu_with, layer_norm_with, linear_with, nll_with, product_with,
+    reference_attention, AttentionBias, Kernels,
 };
 use posenc::model::{to_vec, ModelConfig, Scheme, LAYER_NORM_EPS};
 use posenc::train::{train, TrainConfig, TrainRun};
@@ -213,6 +213,14 @@ fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
         out.push(to_vec(x.grad(&g).unwrap()));
         out.push(to_vec(lin.weight.val().grad(&g).unwrap()));
         out.push(to_vec(lin.bias.as_ref().unwrap().val().grad(&g).unwrap()));
+        // product without bias through a transposed view, as the tied logits h E^T
+        let e = tensor([40, 24], 15, 1.0, &device);
+        let h = tensor([2, 17, 24], 16, 1.0, &device);
+        let y = product_with(h.clone(), e.clone().transpose(), kernels);
+        let g = weighted_sum(y.clone(), 17).backward();
+        out.push(to_vec(y));
+        out.push(to_vec(h.grad(&g).unwrap()));
+        out.push(to_vec(e.grad(&g).unwrap()));
         // log-softmax + NLL over 256 classes
         let logits = tensor([2, 65, 256], 11, 8.0, &device);
         let targets: Vec<i64> = (0..130).map(|i| (i * 37 % 256) as i64).collect();
@@ -236,6 +244,9 @@ fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
         "linear dx",
         "linear dweight",
         "linear dbias",
+        "product h E^T",
+        "product dh",
+        "product dE",
         "nll",
         "nll dlogits",
     ];

@@ -40,7 +40,7 @@ use crate::encodings::tupe::Tupe;
 use crate::encodings::xl::{TransformerXl, XlDirection};
 use crate::error::Result;
 use init::{linear, normal, param1, param2};
-use kernels::{gelu_with, layer_norm_with, linear_with, nll_with};
+use kernels::{gelu_with, layer_norm_with, linear_with, nll_with, product_with};
 
 /// Trainable position parameters of one attention layer; only the fields of the model's
 /// scheme are `Some`.
@@ -316,7 +316,7 @@ impl Lm {
         }
         let h = layer_norm_with(&self.ln_final, x, LAYER_NORM_EPS, kernels);
         // logits = h E^T, [B, L, 256]
-        (h.matmul(e.transpose().unsqueeze::<3>()), probs)
+        (product_with(h, e.transpose(), kernels), probs)
     }
 
     /// The absolute table added to the input for positions `0..L`, `[L, d_model]`, if any.

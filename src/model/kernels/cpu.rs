@@ -8,7 +8,20 @@
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
-use super::simd::{erfc, exp, multiversion, normal_cdf, FRAC_1_SQRT_2, FRAC_1_SQRT_2PI};
+use super::simd::{exp, multiversion, normal_cdf, FRAC_1_SQRT_2PI};
+
+/// A vector of `n` values that `write` fills completely (every element, before any is read),
+/// without zeroing it first.
+///
+/// # Safety
+/// `write` must write all `n` elements through the pointer it gets.
+unsafe fn written_by(n: usize, write: impl FnOnce(*mut f32)) -> Vec<f32> {
+    let mut v: Vec<f32> = Vec::with_capacity(n);
+    write(v.spare_capacity_mut().as_mut_ptr().cast::<f32>());
+    // SAFETY: the caller guarantees that all n elements were written.
+    unsafe { v.set_len(n) };
+    v
+}
 
 /// Query rows per attention tile. Key columns past a tile's last row are masked for every row
 /// of the tile, so the products of a tile stop there: about $(T/L + 1)/2$ of the full
@@ -476,21 +489,22 @@ pub fn attention_backward(
 }
 
 multiversion! {
-    /// GELU of a slice: $x \Phi(x)$.
-    fn gelu_slice(x: &[f32], y: &mut [f32]) {
-        for (y, &x) in y.iter_mut().zip(x) {
-            *y = x * normal_cdf(x);
+    /// GELU of a slice, $y = x \Phi(x)$, and $\Phi(x)$ (kept for the backward).
+    fn gelu_slice(x: &[f32], y: &mut [f32], cdf: &mut [f32]) {
+        for ((y, c), &x) in y.iter_mut().zip(cdf.iter_mut()).zip(x) {
+            *c = normal_cdf(x);
+            *y = x * *c;
         }
     }
 }
 
 multiversion! {
-    /// GELU's backward on a slice: $g\,(\Phi(x) + x \varphi(x))$,
+    /// GELU's backward on a slice from the saved $\Phi(x)$: $g\,(\Phi(x) + x \varphi(x))$,
     /// $\varphi(x) = e^{-x^2/2} / \sqrt{2\pi}$.
-    fn gelu_backward_slice(x: &[f32], g: &[f32], dx: &mut [f32]) {
-        for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(g) {
+    fn gelu_backward_slice(x: &[f32], cdf: &[f32], g: &[f32], dx: &mut [f32]) {
+        for (((dx, &x), &c), &g) in dx.iter_mut().zip(x).zip(cdf).zip(g) {
             let pdf = FRAC_1_SQRT_2PI * exp(-0.5 * x * x);
-            *dx = g * x.mul_add(pdf, 0.5 * erfc(-x * FRAC_1_SQRT_2));
+            *dx = g * x.mul_add(pdf, c);
         }
     }
 }
@@ -499,20 +513,24 @@ multiversion! {
 const CHUNK: usize = 16 * 1024;
 
 /// Exact (erf) GELU, $\text{GELU}(x) = x \Phi(x) = \tfrac{x}{2}\big(1 + \operatorname{erf}(x/\sqrt2)\big)$.
-pub fn gelu_forward(x: &[f32]) -> Vec<f32> {
+/// Returns $y$ and $\Phi(x)$.
+pub fn gelu_forward(x: &[f32]) -> (Vec<f32>, Vec<f32>) {
     let mut y = vec![0.0f32; x.len()];
+    let mut cdf = vec![0.0f32; x.len()];
     y.par_chunks_mut(CHUNK)
+        .zip(cdf.par_chunks_mut(CHUNK))
         .zip(x.par_chunks(CHUNK))
-        .for_each(|(y, x)| gelu_slice(x, y));
-    y
+        .for_each(|((y, c), x)| gelu_slice(x, y, c));
+    (y, cdf)
 }
 
-/// $\partial x = \partial y \, \big(\Phi(x) + x\varphi(x)\big)$.
-pub fn gelu_backward(x: &[f32], dy: &[f32]) -> Vec<f32> {
+/// $\partial x = \partial y \, \big(\Phi(x) + x\varphi(x)\big)$, from the forward's $\Phi(x)$.
+pub fn gelu_backward(x: &[f32], cdf: &[f32], dy: &[f32]) -> Vec<f32> {
     let mut dx = vec![0.0f32; x.len()];
     dx.par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK).zip(dy.par_chunks(CHUNK)))
-        .for_each(|(dx, (x, g))| gelu_backward_slice(x, g, dx));
+        .zip(x.par_chunks(CHUNK).zip(cdf.par_chunks(CHUNK)))
+        .zip(dy.par_chunks(CHUNK))
+        .for_each(|((dx, (x, c)), g)| gelu_backward_slice(x, c, g, dx));
     dx
 }
 
@@ -771,17 +789,20 @@ pub fn linear_backward(
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let n_out = w.len() / n_in.max(1);
     let rows = x.len() / n_in.max(1);
-    let mut dx = vec![0.0f32; rows * n_in];
-    let mut dw = vec![0.0f32; n_in * n_out];
-    if rows > 0 && n_out > 0 && n_in > 0 {
-        // SAFETY: dy is rows x n_out, w is n_in x n_out (read transposed), dx is rows x n_in;
-        // x is rows x n_in (read transposed), dw is n_in x n_out.
-        unsafe {
+    if rows == 0 || n_out == 0 || n_in == 0 {
+        let db = vec![0.0f32; if want_bias { n_out } else { 0 }];
+        return (vec![0.0; rows * n_in], vec![0.0; n_in * n_out], db);
+    }
+    // SAFETY: dy is rows x n_out, w is n_in x n_out (read transposed), dx is rows x n_in; x is
+    // rows x n_in (read transposed), dw is n_in x n_out. With read_dst = false and k > 0 the
+    // products write every element of dx and dw.
+    let dx = unsafe {
+        written_by(rows * n_in, |dx| {
             gemm(
                 rows,
                 n_in,
                 n_out,
-                dx.as_mut_ptr(),
+                dx,
                 1,
                 n_in as isize,
                 false,
@@ -798,11 +819,16 @@ pub fn linear_backward(
                 false,
                 all_threads(),
             );
+        })
+    };
+    // SAFETY: as above.
+    let dw = unsafe {
+        written_by(n_in * n_out, |dw| {
             gemm(
                 n_in,
                 n_out,
                 rows,
-                dw.as_mut_ptr(),
+                dw,
                 1,
                 n_out as isize,
                 false,
@@ -819,8 +845,8 @@ pub fn linear_backward(
                 false,
                 all_threads(),
             );
-        }
-    }
+        })
+    };
     let db = if want_bias {
         column_sums(dy, n_out)
     } else {

@@ -56,35 +56,58 @@ pub trait FusedOps: Backend {
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
     ) -> FloatTensor<Self>;
+
+    /// $xW$ of `x [..., n_in]`, `w [n_in, n_out]` (no bias).
+    fn fused_product(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
 }
 
-/// $xW + b$ on Flex tensors, with the output's shape.
-fn linear_flex(x: &FlexTensor, w: &FlexTensor, b: &FlexTensor) -> FlexTensor {
+/// $xW + b$ (or $xW$) on Flex tensors, with the output's shape.
+fn linear_flex(x: &FlexTensor, w: &FlexTensor, b: Option<&FlexTensor>) -> FlexTensor {
     let mut shape = x.layout().shape().to_vec();
     let [n_in, n_out] = [w.layout().shape()[0], w.layout().shape()[1]];
-    let y = cpu::linear_forward(&values(x), &values(w), Some(&values(b)), n_in);
+    let b = b.map(values);
+    let y = cpu::linear_forward(&values(x), &values(w), b.as_deref(), n_in);
     if let Some(last) = shape.last_mut() {
         *last = n_out;
     }
     flex(y, &shape)
 }
 
-/// A Flex tensor's `f32` values in row-major order (copied only when not contiguous).
-fn values(t: &FlexTensor) -> std::borrow::Cow<'_, [f32]> {
-    match t.as_slice::<f32>() {
-        Some(s) => std::borrow::Cow::Borrowed(s),
-        None => {
-            let c = t.to_contiguous();
-            std::borrow::Cow::Owned(c.as_slice::<f32>().map(<[f32]>::to_vec).unwrap_or_else(|| {
-                // not f32: convert through TensorData
-                c.clone()
-                    .into_data()
-                    .convert::<f32>()
-                    .try_into_vec::<f32>()
-                    .unwrap_or_default()
-            }))
+/// A Flex tensor's `f32` values in row-major order: the tensor itself where it is contiguous,
+/// else a contiguous copy (one copy, kept alive here).
+enum Values<'a> {
+    Borrowed(&'a [f32]),
+    Copied(FlexTensor),
+    Converted(Vec<f32>),
+}
+
+impl std::ops::Deref for Values<'_> {
+    type Target = [f32];
+
+    fn deref(&self) -> &[f32] {
+        match self {
+            Values::Borrowed(s) => s,
+            Values::Copied(t) => t.as_slice::<f32>().unwrap_or(&[]),
+            Values::Converted(v) => v,
         }
     }
+}
+
+fn values(t: &FlexTensor) -> Values<'_> {
+    if let Some(s) = t.as_slice::<f32>() {
+        return Values::Borrowed(s);
+    }
+    let c = t.to_contiguous();
+    if c.as_slice::<f32>().is_some() {
+        return Values::Copied(c);
+    }
+    // not f32: convert through TensorData
+    Values::Converted(
+        c.into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap_or_default(),
+    )
 }
 
 /// Integer values of a Flex tensor as indices.
@@ -138,9 +161,20 @@ fn attention_forward_flex(
     )
 }
 
+/// GELU on a Flex tensor: $y$ and $\Phi(x)$.
+fn gelu_flex(x: &FlexTensor) -> (FlexTensor, FlexTensor) {
+    let shape = x.layout().shape().to_vec();
+    let (y, cdf) = cpu::gelu_forward(&values(x));
+    (flex(y, &shape), flex(cdf, &shape))
+}
+
 impl FusedOps for Flex {
     fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor) -> FlexTensor {
-        linear_flex(&x, &w, &b)
+        linear_flex(&x, &w, Some(&b))
+    }
+
+    fn fused_product(x: FlexTensor, w: FlexTensor) -> FlexTensor {
+        linear_flex(&x, &w, None)
     }
 
     fn fused_attention(
@@ -154,8 +188,7 @@ impl FusedOps for Flex {
     }
 
     fn fused_gelu(x: FlexTensor) -> FlexTensor {
-        let shape = x.layout().shape().to_vec();
-        flex(cpu::gelu_forward(&values(&x)), &shape)
+        gelu_flex(&x).0
     }
 
     fn fused_layer_norm(
@@ -284,7 +317,8 @@ impl Backward<Flex, 4> for BiasedAttentionBackward {
 struct GeluBackward;
 
 impl Backward<Flex, 1> for GeluBackward {
-    type State = FlexTensor;
+    /// Input and $\Phi(\text{input})$.
+    type State = (FlexTensor, FlexTensor);
 
     fn backward(
         self,
@@ -295,9 +329,9 @@ impl Backward<Flex, 1> for GeluBackward {
         let [node] = ops.parents;
         let dy = grads.consume::<Flex>(&ops.node);
         if let Some(node) = node {
-            let x = ops.state;
+            let (x, cdf) = ops.state;
             let shape = x.layout().shape().to_vec();
-            let dx = cpu::gelu_backward(&values(&x), &values(&dy));
+            let dx = cpu::gelu_backward(&values(&x), &values(&cdf), &values(&dy));
             grads.register::<Flex>(node.id, flex(dx, &shape));
         }
     }
@@ -403,13 +437,56 @@ impl Backward<Flex, 3> for LinearBackward {
     }
 }
 
+#[derive(Debug)]
+struct ProductBackward;
+
+impl Backward<Flex, 2> for ProductBackward {
+    /// Input and weight.
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [nx, nw] = ops.parents;
+        let dy = grads.consume::<Flex>(&ops.node);
+        let (x, w) = ops.state;
+        let x_shape = x.layout().shape().to_vec();
+        let w_shape = w.layout().shape().to_vec();
+        let (dx, dw, _) =
+            cpu::linear_backward(&values(&x), &values(&w), &values(&dy), w_shape[0], false);
+        if let Some(node) = nx {
+            grads.register::<Flex>(node.id, flex(dx, &x_shape));
+        }
+        if let Some(node) = nw {
+            grads.register::<Flex>(node.id, flex(dw, &w_shape));
+        }
+    }
+}
+
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
+    fn fused_product(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+        let y = linear_flex(x.primitive(), w.primitive(), None);
+        match ProductBackward
+            .prepare::<C>([x.node(), w.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                prep.finish((x.primitive().clone(), w.primitive().clone()), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
     fn fused_linear(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let y = linear_flex(x.primitive(), w.primitive(), b.primitive());
+        let y = linear_flex(x.primitive(), w.primitive(), Some(b.primitive()));
         match LinearBackward
             .prepare::<C>([x.node(), w.node(), b.node()])
             .compute_bound()
@@ -489,8 +566,8 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let y = Flex::fused_gelu(x.primitive().clone());
-                prep.finish(x.primitive().clone(), y)
+                let (y, cdf) = gelu_flex(x.primitive());
+                prep.finish((x.primitive().clone(), cdf), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(Flex::fused_gelu(x.primitive().clone())),
         }

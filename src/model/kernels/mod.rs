@@ -157,6 +157,18 @@ pub fn linear_with<const D: usize>(
     }
 }
 
+/// $xW$ of `x [..., n_in]` and `w [n_in, n_out]` with the chosen kernels.
+pub fn product_with(x: Tensor<3>, w: Tensor<2>, kernels: Kernels) -> Tensor<3> {
+    if kernels == Kernels::Fused && is_flex(&x.device()) {
+        Tensor::from_dispatch(<Dispatch as FusedOps>::fused_product(
+            x.into_dispatch(),
+            w.into_dispatch(),
+        ))
+    } else {
+        x.matmul(w.unsqueeze::<3>())
+    }
+}
+
 /// GELU with the chosen kernels.
 pub fn gelu_with(x: Tensor<3>, kernels: Kernels) -> Tensor<3> {
     if kernels == Kernels::Fused && is_flex(&x.device()) {
