@@ -66,8 +66,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// `Result` with the crate's [`Error`].
-pub type Result<T> = std::result::Result<T, Error>;
+/// `Result` with the crate's [`Error`] by default; a second parameter names another error
+/// type, so `Result<T, MyError>` needs no `std::result::Result`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Builds an [`Error::InvalidParameter`].
 pub(crate) fn invalid(

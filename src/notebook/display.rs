@@ -62,9 +62,8 @@ pub trait Show {
 /// # Examples
 /// ```no_run
 /// use posenc::prelude::*;
-/// let fig = lines(&[0.0, 1.0, 2.0], &[("y = x", vec![0.0, 1.0, 2.0])], "A line", "x", "y")?;
+/// let fig = lines(&[0.0, 1.0, 2.0], &[("y = x", [0.0, 1.0, 2.0])]).title("A line").x("x").y("y");
 /// show(&fig);
-/// # Ok::<(), posenc::Error>(())
 /// ```
 pub fn show<T: Show + ?Sized>(item: &T) {
     let out: String = item

@@ -10,8 +10,13 @@
 //! because this module re-exports the crates the notebooks use ([`ndarray`], [`ndarray_rand`],
 //! [`plotly`], [`polars`]) next to three kinds of helper:
 //!
-//! - **figures**: [`heatmap`] and [`lines`] build the plots the notebooks draw again and
-//!   again, as a [`Figure`] (a [`plotly::Plot`] that displays itself offline);
+//! - **figures**: [`heatmap`], [`lines`], [`lines_xy`] and [`lines_df`] build the plots the notebooks draw
+//!   again and again with named options (`heatmap(&z).title("..").x("..").y("..")`), from
+//!   array views, vectors or DataFrame columns; [`Heatmap::figure`] and [`Lines::figure`] give
+//!   the [`Figure`] (a [`plotly::Plot`] that displays itself offline) for anything else;
+//! - **checks**: [`check`] stops a cell on a false claim, [`try_check`] returns it as a
+//!   `Result`, [`max_err`] measures the largest difference of two arrays, [`randn`] makes
+//!   seeded random inputs;
 //! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
 //!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
 //!   ends in a `Figure` or a `DataFrame` displays it the same way;
@@ -32,6 +37,7 @@
 //! renderer). The first figure a kernel displays carries plotly.js itself, embedded, so
 //! nothing is fetched from the network; later figures use that copy.
 
+mod check;
 mod display;
 mod figures;
 pub mod results;
@@ -43,10 +49,11 @@ pub use ::plotly;
 pub use ::polars;
 pub use ::serde_json;
 
+pub use check::{check, max_err, randn, try_check, CheckFailed};
 pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,
     PLOTLY_JSON_MIME,
 };
-pub use figures::{heatmap, lines, lines_with, LineOptions};
+pub use figures::{heatmap, lines, lines_df, lines_xy, Heatmap, Lines, ToF64, Values};
 pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
 pub use table::{df_to_html, df_to_html_with, TableOptions};

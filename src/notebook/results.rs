@@ -290,12 +290,23 @@ pub fn posenc_binary() -> Result<std::path::PathBuf> {
 
 /// Runs the `posenc` binary with `args` in the repository root; returns its standard output.
 ///
+/// `args` is anything that iterates over strings or paths: `["eval", "--lengths", "128"]`,
+/// a `Vec<String>`, or a mix through `OsString`s.
+///
 /// # Errors
 /// [`Error::Io`] with the command's error line when it fails, or when it cannot start.
-pub fn run_posenc(args: &[&str]) -> Result<String> {
+pub fn run_posenc<I, S>(args: I) -> Result<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let args: Vec<std::ffi::OsString> = args
+        .into_iter()
+        .map(|a| a.as_ref().to_os_string())
+        .collect();
     let bin = posenc_binary()?;
     let out = std::process::Command::new(&bin)
-        .args(args)
+        .args(&args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .map_err(|e| io(&bin, e))?;
@@ -308,13 +319,37 @@ pub fn run_posenc(args: &[&str]) -> Result<String> {
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("");
-        Err(Error::Io(format!("posenc {}: {line}", args.join(" "))))
+        let shown: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+        Err(Error::Io(format!("posenc {}: {line}", shown.join(" "))))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_posenc_takes_any_strings_and_reports_failures() {
+        // The only test that sets POSENC_BIN: /bin/echo stands in for the binary.
+        std::env::set_var("POSENC_BIN", "/bin/echo");
+        assert_eq!(
+            run_posenc(["eval", "--lengths", "128"]).unwrap(),
+            "eval --lengths 128\n"
+        );
+        let owned: Vec<String> = vec!["a".into(), format!("{}", 2)];
+        assert_eq!(run_posenc(&owned).unwrap(), "a 2\n");
+        let paths = [std::path::PathBuf::from("/tmp/x.csv")];
+        assert_eq!(run_posenc(&paths).unwrap(), "/tmp/x.csv\n");
+        std::env::set_var("POSENC_BIN", "/bin/false");
+        let err = run_posenc(["train", "--steps", "1"]).unwrap_err();
+        assert_eq!(err.to_string(), "posenc train --steps 1: ");
+        std::env::set_var("POSENC_BIN", "/nonexistent/posenc");
+        assert!(run_posenc(["x"])
+            .unwrap_err()
+            .to_string()
+            .contains("make build"));
+        std::env::remove_var("POSENC_BIN");
+    }
 
     fn row(scheme: &str, variant: &str, eval_len: usize, nats: f64) -> ResultRow {
         ResultRow {
