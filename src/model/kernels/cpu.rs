@@ -5,6 +5,8 @@
 //! Products go through the `gemm` crate (one thread per call, inside rayon's parallel loop);
 //! everything around them is one pass per row, vectorised by [`super::simd`].
 
+use std::mem::MaybeUninit;
+
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
@@ -489,11 +491,13 @@ pub fn attention_backward(
 }
 
 multiversion! {
-    /// GELU of a slice, $y = x \Phi(x)$, and $\Phi(x)$ (kept for the backward).
-    fn gelu_slice(x: &[f32], y: &mut [f32], cdf: &mut [f32]) {
+    /// GELU of a slice, $y = x \Phi(x)$, and $\Phi(x)$ (kept for the backward), written
+    /// into uninitialised outputs.
+    fn gelu_slice(x: &[f32], y: &mut [MaybeUninit<f32>], cdf: &mut [MaybeUninit<f32>]) {
         for ((y, c), &x) in y.iter_mut().zip(cdf.iter_mut()).zip(x) {
-            *c = normal_cdf(x);
-            *y = x * *c;
+            let p = normal_cdf(x);
+            c.write(p);
+            y.write(x * p);
         }
     }
 }
@@ -501,10 +505,10 @@ multiversion! {
 multiversion! {
     /// GELU's backward on a slice from the saved $\Phi(x)$: $g\,(\Phi(x) + x \varphi(x))$,
     /// $\varphi(x) = e^{-x^2/2} / \sqrt{2\pi}$.
-    fn gelu_backward_slice(x: &[f32], cdf: &[f32], g: &[f32], dx: &mut [f32]) {
+    fn gelu_backward_slice(x: &[f32], cdf: &[f32], g: &[f32], dx: &mut [MaybeUninit<f32>]) {
         for (((dx, &x), &c), &g) in dx.iter_mut().zip(x).zip(cdf).zip(g) {
             let pdf = FRAC_1_SQRT_2PI * exp(-0.5 * x * x);
-            *dx = g * x.mul_add(pdf, c);
+            dx.write(g * x.mul_add(pdf, c));
         }
     }
 }
@@ -512,26 +516,44 @@ multiversion! {
 /// Elements per parallel chunk of the elementwise kernels.
 const CHUNK: usize = 16 * 1024;
 
+/// A vector of `n` values computed chunk by chunk in parallel, without zeroing it first:
+/// `fill(i, out)` writes every element of chunk `i` (elements `i * CHUNK ..`).
+fn par_collect(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<f32>]) + Sync) -> Vec<f32> {
+    let mut v: Vec<f32> = Vec::with_capacity(n);
+    v.spare_capacity_mut()[..n]
+        .par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(i, out)| fill(i, out));
+    // SAFETY: every chunk was written by `fill` (its contract), so all n elements are.
+    unsafe { v.set_len(n) };
+    v
+}
+
 /// Exact (erf) GELU, $\text{GELU}(x) = x \Phi(x) = \tfrac{x}{2}\big(1 + \operatorname{erf}(x/\sqrt2)\big)$.
 /// Returns $y$ and $\Phi(x)$.
 pub fn gelu_forward(x: &[f32]) -> (Vec<f32>, Vec<f32>) {
-    let mut y = vec![0.0f32; x.len()];
-    let mut cdf = vec![0.0f32; x.len()];
-    y.par_chunks_mut(CHUNK)
-        .zip(cdf.par_chunks_mut(CHUNK))
+    let n = x.len();
+    let mut y: Vec<f32> = Vec::with_capacity(n);
+    let mut cdf: Vec<f32> = Vec::with_capacity(n);
+    y.spare_capacity_mut()[..n]
+        .par_chunks_mut(CHUNK)
+        .zip(cdf.spare_capacity_mut()[..n].par_chunks_mut(CHUNK))
         .zip(x.par_chunks(CHUNK))
         .for_each(|((y, c), x)| gelu_slice(x, y, c));
+    // SAFETY: gelu_slice wrote every element of every chunk of both.
+    unsafe {
+        y.set_len(n);
+        cdf.set_len(n);
+    }
     (y, cdf)
 }
 
 /// $\partial x = \partial y \, \big(\Phi(x) + x\varphi(x)\big)$, from the forward's $\Phi(x)$.
 pub fn gelu_backward(x: &[f32], cdf: &[f32], dy: &[f32]) -> Vec<f32> {
-    let mut dx = vec![0.0f32; x.len()];
-    dx.par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK).zip(cdf.par_chunks(CHUNK)))
-        .zip(dy.par_chunks(CHUNK))
-        .for_each(|((dx, (x, c)), g)| gelu_backward_slice(x, c, g, dx));
-    dx
+    par_collect(x.len(), |i, dx| {
+        let at = i * CHUNK..(i * CHUNK + dx.len());
+        gelu_backward_slice(&x[at.clone()], &cdf[at.clone()], &dy[at], dx);
+    })
 }
 
 multiversion! {
@@ -739,15 +761,12 @@ fn all_threads() -> Parallelism {
 pub fn linear_forward(x: &[f32], w: &[f32], b: Option<&[f32]>, n_in: usize) -> Vec<f32> {
     let n_out = w.len() / n_in.max(1);
     let rows = x.len() / n_in.max(1);
-    let mut y = vec![0.0f32; rows * n_out];
-    if let Some(b) = b {
-        y.par_chunks_mut(n_out.max(1) * ROWS).for_each(|chunk| {
-            for row in chunk.chunks_mut(n_out.max(1)) {
-                row.copy_from_slice(b);
-            }
-        });
-    }
-    if rows == 0 || n_out == 0 {
+    // the bias in every row (the product is added onto it), or zeros
+    let mut y = match b {
+        Some(b) => b.repeat(rows),
+        None => vec![0.0f32; rows * n_out],
+    };
+    if rows == 0 || n_out == 0 || n_in == 0 {
         return y;
     }
     // SAFETY: x is rows x n_in, w is n_in x n_out, y is rows x n_out, all row-major.
