@@ -16,7 +16,8 @@
 //!   the [`Figure`] (a [`plotly::Plot`] that displays itself offline) for anything else;
 //! - **checks**: [`check`] stops a cell on a false claim, [`try_check`] returns it as a
 //!   `Result`, [`max_err`] measures the largest difference of two arrays, [`randn`] makes
-//!   seeded random inputs;
+//!   seeded random inputs; [`golden_array`] and [`golden_number`] read the golden files of
+//!   `tests/golden/`;
 //! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
 //!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
 //!   ends in a `Figure` or a `DataFrame` displays it the same way;
@@ -40,6 +41,7 @@
 mod check;
 mod display;
 mod figures;
+mod golden;
 pub mod results;
 mod table;
 
@@ -55,5 +57,6 @@ pub use display::{
     PLOTLY_JSON_MIME,
 };
 pub use figures::{heatmap, lines, lines_df, lines_xy, Heatmap, Lines, ToF64, Values};
+pub use golden::{golden_array, golden_number};
 pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
 pub use table::{df_to_html, df_to_html_with, TableOptions};
