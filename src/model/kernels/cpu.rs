@@ -43,12 +43,6 @@ pub struct AttentionDims {
     pub dim: usize,
 }
 
-impl AttentionDims {
-    fn head_len(&self) -> usize {
-        self.len * self.dim
-    }
-}
-
 /// An additive score bias $b_{ij}$.
 #[derive(Debug, Clone, Copy)]
 pub enum Bias<'a> {
@@ -61,6 +55,16 @@ pub enum Bias<'a> {
 }
 
 impl<'a> Bias<'a> {
+    fn check(&self, dims: &AttentionDims) {
+        let ll = dims.len * dims.len;
+        let (len, want) = match self {
+            Bias::None => return,
+            Bias::Heads(b) => (b.len(), dims.heads * ll),
+            Bias::Batch(b) => (b.len(), dims.batch * dims.heads * ll),
+        };
+        assert_eq!(len, want, "attention: bias of {len} values for {dims:?}");
+    }
+
     /// The `[L, L]` matrix of head `bh = b H + h`, if any.
     fn of_head(&self, bh: usize, dims: &AttentionDims) -> Option<&'a [f32]> {
         let ll = dims.len * dims.len;
@@ -192,14 +196,130 @@ multiversion! {
     }
 }
 
-/// Forward pass of one head: `out [L, D]` and the log-sum-exp of every row `lse [L]`.
+/// Where a `[B, H, L, D]` tensor's elements lie in its buffer: the offset of element
+/// `(0, 0, 0, 0)` and the strides of the batch, head and row axes; the `D` values of a row are
+/// contiguous. [`HeadLayout::contiguous`] is `[B, H, L, D]` memory; [`HeadLayout::interleaved`]
+/// is `[B, L, H, D]` memory (the heads of a Linear output side by side), read without a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadLayout {
+    /// Offset of element `(0, 0, 0, 0)`.
+    pub offset: usize,
+    /// Stride of the batch axis.
+    pub batch: usize,
+    /// Stride of the head axis.
+    pub head: usize,
+    /// Stride of the row (position) axis.
+    pub row: usize,
+}
+
+impl HeadLayout {
+    /// `[B, H, L, D]` in that order.
+    pub fn contiguous(d: &AttentionDims) -> Self {
+        Self {
+            offset: 0,
+            batch: d.heads * d.len * d.dim,
+            head: d.len * d.dim,
+            row: d.dim,
+        }
+    }
+
+    /// `[B, L, H, D]` in memory, indexed as `[B, H, L, D]`.
+    pub fn interleaved(d: &AttentionDims) -> Self {
+        Self {
+            offset: 0,
+            batch: d.len * d.heads * d.dim,
+            head: d.dim,
+            row: d.heads * d.dim,
+        }
+    }
+
+    /// Offset of row 0 of head `bh = b H + h`.
+    fn start(&self, bh: usize, d: &AttentionDims) -> usize {
+        self.offset + (bh / d.heads) * self.batch + (bh % d.heads) * self.head
+    }
+
+    /// One past the last element a tensor of `d` reaches.
+    fn end(&self, d: &AttentionDims) -> usize {
+        if d.batch == 0 || d.heads == 0 || d.len == 0 || d.dim == 0 {
+            return self.offset;
+        }
+        self.offset
+            + (d.batch - 1) * self.batch
+            + (d.heads - 1) * self.head
+            + (d.len - 1) * self.row
+            + d.dim
+    }
+}
+
+/// A `[B, H, L, D]` tensor: its buffer and where the elements lie.
+#[derive(Debug, Clone, Copy)]
+pub struct Heads<'a> {
+    /// The buffer.
+    pub data: &'a [f32],
+    /// The layout of the elements in it.
+    pub layout: HeadLayout,
+}
+
+impl<'a> Heads<'a> {
+    /// A contiguous `[B, H, L, D]` tensor.
+    pub fn contiguous(data: &'a [f32], d: &AttentionDims) -> Self {
+        Self {
+            data,
+            layout: HeadLayout::contiguous(d),
+        }
+    }
+
+    /// Row 0 of head `bh` and the row stride.
+    fn head(&self, bh: usize, d: &AttentionDims) -> (*const f32, usize) {
+        // SAFETY: in bounds, checked by `check` before any head is read.
+        (
+            unsafe { self.data.as_ptr().add(self.layout.start(bh, d)) },
+            self.layout.row,
+        )
+    }
+
+    fn check(&self, d: &AttentionDims, what: &str) {
+        assert!(
+            self.layout.end(d) <= self.data.len(),
+            "attention: {what} of {} elements does not cover {d:?} at {:?}",
+            self.data.len(),
+            self.layout
+        );
+    }
+}
+
+/// A raw pointer that rayon may share: the heads write disjoint rows through it.
+#[derive(Clone, Copy)]
+struct SharedMut(*mut f32);
+// SAFETY: every parallel task writes only the rows of its own head (disjoint).
+unsafe impl Send for SharedMut {}
+// SAFETY: as above.
+unsafe impl Sync for SharedMut {}
+
+/// Row `i` of a head as a slice.
+///
+/// # Safety
+/// `ptr + i * stride .. + d` must be in bounds.
+unsafe fn row<'a>((ptr, stride): (*const f32, usize), i: usize, d: usize) -> &'a [f32] {
+    unsafe { std::slice::from_raw_parts(ptr.add(i * stride), d) }
+}
+
+/// Forward pass of one head: its output rows (through `out`, row stride `out.1`) and the
+/// log-sum-exp of every row `lse [L]`.
+///
+/// # Safety
+/// The pointers cover the head's `L` rows of `D` at their strides.
 #[allow(clippy::too_many_arguments)]
-fn attention_head_forward(
-    (q, k, v): (&[f32], &[f32], &[f32]),
+unsafe fn attention_head_forward(
+    (q, k, v): (
+        (*const f32, usize),
+        (*const f32, usize),
+        (*const f32, usize),
+    ),
     bias: Option<&[f32]>,
     scale: f32,
     dims: &AttentionDims,
-    out: &mut [f32],
+    out: (*mut f32, usize),
     lse: &mut [f32],
     scratch: &mut [f32],
 ) {
@@ -210,14 +330,14 @@ fn attention_head_forward(
         let n = i0 + m;
         // S = Q_tile K^T, [m, n] at row stride n
         let s = &mut scratch[..m * n];
-        // SAFETY: q covers rows i0..i0+m of d, k covers n rows of d, s holds m x n.
+        // SAFETY: q covers rows i0..i0+m, k covers n rows, s holds m x n (caller's contract).
         unsafe {
             product(
                 (m, n, d),
                 (s.as_mut_ptr(), n, 1),
                 false,
-                (q[i0 * d..].as_ptr(), d, 1),
-                (k.as_ptr(), 1, d),
+                (q.0.add(i0 * q.1), q.1, 1),
+                (k.0, 1, k.1),
                 1.0,
             );
         }
@@ -227,14 +347,14 @@ fn attention_head_forward(
             lse[i] = softmax_row(&mut s[r * n..(r + 1) * n], b, scale, i + 1);
         }
         // O_tile = P V[0..n], [m, d]
-        // SAFETY: s is m x n, v covers n rows of d, out covers rows i0..i0+m.
+        // SAFETY: s is m x n, v covers n rows, out covers rows i0..i0+m.
         unsafe {
             product(
                 (m, d, n),
-                (out[i0 * d..].as_mut_ptr(), d, 1),
+                (out.0.add(i0 * out.1), out.1, 1),
                 false,
                 (s.as_ptr(), n, 1),
-                (v.as_ptr(), d, 1),
+                (v.0, v.1, 1),
                 1.0,
             );
         }
@@ -247,48 +367,59 @@ fn attention_head_forward(
 /// o_i = \sum_{j \le i} \operatorname{softmax}_j\!\big(c\, q_i \cdot k_j + b_{ij}\big)\, v_j
 /// ```
 ///
-/// Returns `out [B, H, L, D]` and the log-sum-exp of every row `[B, H, L]` (what the backward
-/// pass needs to rebuild the weights). No `[L, L]` matrix is kept: each thread holds one tile of
-/// `TILE x L` scores.
+/// `q, k, v` in any [`HeadLayout`]. Returns `out` in `[B, L, H, D]` memory
+/// ([`HeadLayout::interleaved`]: the input layout of the output projection) and the
+/// log-sum-exp of every row `[B, H, L]` (what the backward pass needs to rebuild the weights).
+/// No `[L, L]` matrix is kept: each thread holds one tile of `TILE x L` scores.
+///
+/// # Panics
+/// When a buffer does not cover its layout or a bias does not match `dims`.
 pub fn attention_forward(
-    (q, k, v): (&[f32], &[f32], &[f32]),
+    (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
     bias: Bias<'_>,
     scale: f32,
     dims: AttentionDims,
 ) -> (Vec<f32>, Vec<f32>) {
-    let (hl, l) = (dims.head_len(), dims.len);
+    q.check(&dims, "q");
+    k.check(&dims, "k");
+    v.check(&dims, "v");
+    bias.check(&dims);
+    let l = dims.len;
     let heads = dims.batch * dims.heads;
-    let mut out = vec![0.0f32; heads * hl];
+    let out_layout = HeadLayout::interleaved(&dims);
+    let mut out = vec![0.0f32; heads * l * dims.dim];
     let mut lse = vec![0.0f32; heads * l];
-    out.par_chunks_mut(hl.max(1))
-        .zip(lse.par_chunks_mut(l.max(1)))
-        .enumerate()
-        .for_each_init(
-            || vec![0.0f32; TILE * l],
-            |scratch, (bh, (out, lse))| {
-                let at = bh * hl..(bh + 1) * hl;
+    let out_ptr = SharedMut(out.as_mut_ptr());
+    lse.par_chunks_mut(l.max(1)).enumerate().for_each_init(
+        || vec![0.0f32; TILE * l],
+        |scratch, (bh, lse)| {
+            let out_ptr = out_ptr;
+            // SAFETY: the layouts were checked to lie within their buffers; head bh writes only
+            // its own rows of `out`.
+            unsafe {
                 attention_head_forward(
-                    (&q[at.clone()], &k[at.clone()], &v[at]),
+                    (q.head(bh, &dims), k.head(bh, &dims), v.head(bh, &dims)),
                     bias.of_head(bh, &dims),
                     scale,
                     &dims,
-                    out,
+                    (out_ptr.0.add(out_layout.start(bh, &dims)), out_layout.row),
                     lse,
                     scratch,
                 );
-            },
-        );
+            }
+        },
+    );
     (out, lse)
 }
 
 /// Gradients of [`attention_forward`] with respect to its inputs.
 #[derive(Debug, Clone)]
 pub struct AttentionGrads {
-    /// $\partial q$, `[B, H, L, D]`.
+    /// $\partial q$, in `[B, L, H, D]` memory ([`HeadLayout::interleaved`]).
     pub q: Vec<f32>,
-    /// $\partial k$.
+    /// $\partial k$, likewise.
     pub k: Vec<f32>,
-    /// $\partial v$.
+    /// $\partial v$, likewise.
     pub v: Vec<f32>,
     /// $\partial b$ in the bias's own shape (`[H, L, L]` summed over the batch, or
     /// `[B, H, L, L]`); empty without a bias.
@@ -301,35 +432,49 @@ struct BackwardScratch {
     dp: Vec<f32>,
 }
 
-/// Backward pass of one head. `dbias` is the head's `[L, L]` bias gradient, if wanted.
+/// Backward pass of one head, writing its rows of `dq`, `dk`, `dv` (interleaved row stride).
+/// `dbias` is the head's `[L, L]` bias gradient, if wanted.
+///
+/// # Safety
+/// Every pointer covers the head's `L` rows of `D` at its stride.
 #[allow(clippy::too_many_arguments)]
-fn attention_head_backward(
-    (q, k, v): (&[f32], &[f32], &[f32]),
-    (out, dout, lse): (&[f32], &[f32], &[f32]),
+unsafe fn attention_head_backward(
+    (q, k, v): (
+        (*const f32, usize),
+        (*const f32, usize),
+        (*const f32, usize),
+    ),
+    (out, dout, lse): ((*const f32, usize), (*const f32, usize), &[f32]),
     bias: Option<&[f32]>,
     scale: f32,
     dims: &AttentionDims,
-    (dq, dk, dv): (&mut [f32], &mut [f32], &mut [f32]),
+    (dq, dk, dv): ((*mut f32, usize), (*mut f32, usize), (*mut f32, usize)),
     mut dbias: Option<&mut [f32]>,
     scratch: &mut BackwardScratch,
 ) {
     let (l, d) = (dims.len, dims.dim);
-    dk.fill(0.0);
-    dv.fill(0.0);
+    for i in 0..l {
+        // SAFETY: row i of dk and dv is in bounds (caller's contract).
+        unsafe {
+            std::slice::from_raw_parts_mut(dk.0.add(i * dk.1), d).fill(0.0);
+            std::slice::from_raw_parts_mut(dv.0.add(i * dv.1), d).fill(0.0);
+        }
+    }
     for i0 in (0..l).step_by(TILE) {
         let m = TILE.min(l - i0);
         let n = i0 + m;
         let p = &mut scratch.p[..m * n];
         let dp = &mut scratch.dp[..m * n];
+        // SAFETY (all products below): the rows used are in bounds by the caller's contract;
+        // p and dp hold m x n.
         // rebuild P from Q_tile K^T and the saved log-sum-exp
-        // SAFETY: as in the forward pass.
         unsafe {
             product(
                 (m, n, d),
                 (p.as_mut_ptr(), n, 1),
                 false,
-                (q[i0 * d..].as_ptr(), d, 1),
-                (k.as_ptr(), 1, d),
+                (q.0.add(i0 * q.1), q.1, 1),
+                (k.0, 1, k.1),
                 1.0,
             );
         }
@@ -339,23 +484,21 @@ fn attention_head_backward(
             probs_row(&mut p[r * n..(r + 1) * n], b, scale, i + 1, lse[i]);
         }
         // dP = dO_tile V^T, [m, n]
-        // SAFETY: dout covers rows i0..i0+m, v covers n rows, dp holds m x n.
         unsafe {
             product(
                 (m, n, d),
                 (dp.as_mut_ptr(), n, 1),
                 false,
-                (dout[i0 * d..].as_ptr(), d, 1),
-                (v.as_ptr(), 1, d),
+                (dout.0.add(i0 * dout.1), dout.1, 1),
+                (v.0, 1, v.1),
                 1.0,
             );
         }
         // dS = P (dP - delta), delta_i = dO_i . O_i
         for r in 0..m {
             let i = i0 + r;
-            let delta: f32 = dout[i * d..(i + 1) * d]
-                .iter()
-                .zip(&out[i * d..(i + 1) * d])
+            // SAFETY: row i of dout and out is in bounds.
+            let delta: f32 = unsafe { row(dout, i, d).iter().zip(row(out, i, d)) }
                 .map(|(a, b)| a * b)
                 .sum();
             score_grad_row(
@@ -369,62 +512,80 @@ fn attention_head_backward(
                 db[i * l + n..(i + 1) * l].fill(0.0);
             }
         }
-        // SAFETY: dp, p are m x n; k, q, dout, dq, dk, dv cover the rows used.
         unsafe {
             // dQ_tile = c dS K[0..n]
             product(
                 (m, d, n),
-                (dq[i0 * d..].as_mut_ptr(), d, 1),
+                (dq.0.add(i0 * dq.1), dq.1, 1),
                 false,
                 (dp.as_ptr(), n, 1),
-                (k.as_ptr(), d, 1),
+                (k.0, k.1, 1),
                 scale,
             );
             // dK[0..n] += c dS^T Q_tile
             product(
                 (n, d, m),
-                (dk.as_mut_ptr(), d, 1),
+                (dk.0, dk.1, 1),
                 true,
                 (dp.as_ptr(), 1, n),
-                (q[i0 * d..].as_ptr(), d, 1),
+                (q.0.add(i0 * q.1), q.1, 1),
                 scale,
             );
             // dV[0..n] += P^T dO_tile
             product(
                 (n, d, m),
-                (dv.as_mut_ptr(), d, 1),
+                (dv.0, dv.1, 1),
                 true,
                 (p.as_ptr(), 1, n),
-                (dout[i0 * d..].as_ptr(), d, 1),
+                (dout.0.add(i0 * dout.1), dout.1, 1),
                 1.0,
             );
         }
     }
 }
 
-/// Backward pass of [`attention_forward`] from the output gradient `dout [B, H, L, D]`, the
-/// forward output and its log-sum-exp:
+/// Backward pass of [`attention_forward`] from the output gradient `dout`, the forward output
+/// and its log-sum-exp (`out` and `dout` in any [`HeadLayout`]):
 ///
 /// ```math
 /// \partial s_{ij} = p_{ij}\big(\partial o_i \cdot v_j - \partial o_i \cdot o_i\big), \quad
 /// \partial q_i = c \sum_j \partial s_{ij} k_j, \quad \partial k_j = c \sum_i \partial s_{ij} q_i,
 /// \quad \partial v_j = \sum_i p_{ij} \partial o_i, \quad \partial b_{ij} = \partial s_{ij}.
 /// ```
+///
+/// # Panics
+/// When a buffer does not cover its layout or a bias does not match `dims`.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_backward(
-    (q, k, v): (&[f32], &[f32], &[f32]),
-    (out, dout, lse): (&[f32], &[f32], &[f32]),
+    (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
+    (out, dout, lse): (Heads<'_>, Heads<'_>, &[f32]),
     bias: Bias<'_>,
     scale: f32,
     dims: AttentionDims,
     want_bias_grad: bool,
 ) -> AttentionGrads {
-    let (hl, l) = (dims.head_len(), dims.len);
+    for (t, what) in [
+        (&q, "q"),
+        (&k, "k"),
+        (&v, "v"),
+        (&out, "out"),
+        (&dout, "dout"),
+    ] {
+        t.check(&dims, what);
+    }
+    bias.check(&dims);
+    let l = dims.len;
     let ll = l * l;
     let heads = dims.batch * dims.heads;
-    let mut dq = vec![0.0f32; heads * hl];
-    let mut dk = vec![0.0f32; heads * hl];
-    let mut dv = vec![0.0f32; heads * hl];
+    assert!(lse.len() >= heads * l, "attention: log-sum-exp too short");
+    let grad_layout = HeadLayout::interleaved(&dims);
+    let n = heads * l * dims.dim;
+    let (mut dq, mut dk, mut dv) = (vec![0.0f32; n], vec![0.0f32; n], vec![0.0f32; n]);
+    let ptrs = (
+        SharedMut(dq.as_mut_ptr()),
+        SharedMut(dk.as_mut_ptr()),
+        SharedMut(dv.as_mut_ptr()),
+    );
     let with_bias = want_bias_grad && !matches!(bias, Bias::None);
     // dS of every head (summed over the batch afterwards for a per-head bias)
     let mut ds = if with_bias {
@@ -437,30 +598,38 @@ pub fn attention_backward(
     } else {
         (0..heads).map(|_| None).collect()
     };
-    dq.par_chunks_mut(hl.max(1))
-        .zip(dk.par_chunks_mut(hl.max(1)))
-        .zip(dv.par_chunks_mut(hl.max(1)))
-        .zip(ds_chunks.par_iter_mut())
-        .enumerate()
-        .for_each_init(
-            || BackwardScratch {
-                p: vec![0.0f32; TILE * l],
-                dp: vec![0.0f32; TILE * l],
-            },
-            |scratch, (bh, (((dq, dk), dv), dbias))| {
-                let at = bh * hl..(bh + 1) * hl;
+    ds_chunks.par_iter_mut().enumerate().for_each_init(
+        || BackwardScratch {
+            p: vec![0.0f32; TILE * l],
+            dp: vec![0.0f32; TILE * l],
+        },
+        |scratch, (bh, dbias)| {
+            let ptrs = ptrs;
+            let at = grad_layout.start(bh, &dims);
+            let stride = grad_layout.row;
+            // SAFETY: the layouts were checked; head bh writes only its own rows of dq, dk, dv.
+            unsafe {
                 attention_head_backward(
-                    (&q[at.clone()], &k[at.clone()], &v[at.clone()]),
-                    (&out[at.clone()], &dout[at], &lse[bh * l..(bh + 1) * l]),
+                    (q.head(bh, &dims), k.head(bh, &dims), v.head(bh, &dims)),
+                    (
+                        out.head(bh, &dims),
+                        dout.head(bh, &dims),
+                        &lse[bh * l..(bh + 1) * l],
+                    ),
                     bias.of_head(bh, &dims),
                     scale,
                     &dims,
-                    (dq, dk, dv),
+                    (
+                        (ptrs.0 .0.add(at), stride),
+                        (ptrs.1 .0.add(at), stride),
+                        (ptrs.2 .0.add(at), stride),
+                    ),
                     dbias.as_deref_mut(),
                     scratch,
                 );
-            },
-        );
+            }
+        },
+    );
     drop(ds_chunks);
     let bias_grad = match bias {
         Bias::Heads(_) if with_bias => {

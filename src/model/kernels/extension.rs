@@ -6,12 +6,12 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::flex::FlexTensor;
+use burn::backend::flex::{FlexTensor, Layout};
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{backend_extension, Autodiff, Backend, ExtensionType, Flex};
 use burn::tensor::{DType, Shape, TensorData};
 
-use super::cpu::{self, AttentionDims, Bias};
+use super::cpu::{self, AttentionDims, Bias, HeadLayout, Heads};
 
 /// An additive attention-score bias, in one of the two shapes the schemes produce.
 #[derive(ExtensionType)]
@@ -135,6 +135,52 @@ fn dims4(t: &FlexTensor) -> AttentionDims {
     }
 }
 
+/// A `[B, H, L, D]` Flex tensor as the kernels read it: the tensor itself where its rows are
+/// contiguous and its strides non-negative (for example the heads of a Linear output viewed
+/// with `swap_dims`, read in place), else a contiguous `f32` copy.
+struct HeadsBuf(FlexTensor);
+
+impl HeadsBuf {
+    fn new(t: &FlexTensor) -> Self {
+        let strides = t.layout().strides();
+        let direct = t.dtype() == DType::F32
+            && strides.len() == 4
+            && strides[3] == 1
+            && strides.iter().all(|&s| s >= 0);
+        if direct {
+            return Self(t.clone());
+        }
+        let shape = t.layout().shape().to_vec();
+        Self(flex(values(t).to_vec(), &shape))
+    }
+
+    fn heads(&self) -> Heads<'_> {
+        let layout = self.0.layout();
+        let s = layout.strides();
+        Heads {
+            data: self.0.storage::<f32>(),
+            layout: HeadLayout {
+                offset: layout.start_offset(),
+                batch: s[0] as usize,
+                head: s[1] as usize,
+                row: s[2] as usize,
+            },
+        }
+    }
+}
+
+/// `[B, H, L, D]` values held in `[B, L, H, D]` memory (what the kernels write) as a Flex
+/// tensor of shape `[B, H, L, D]`: swapping axes 1 and 2 afterwards costs no copy.
+fn interleaved(values: Vec<f32>, dims: &AttentionDims) -> FlexTensor {
+    let (b, h, l, d) = (dims.batch, dims.heads, dims.len, dims.dim);
+    let strides = vec![(l * h * d) as isize, d as isize, (h * d) as isize, 1];
+    flex(values, &[b * l * h * d]).with_layout(Layout::new(
+        Shape::from(vec![b, h, l, d]),
+        strides,
+        0,
+    ))
+}
+
 /// The forward pass on Flex tensors: output and log-sum-exp.
 fn attention_forward_flex(
     q: &FlexTensor,
@@ -144,19 +190,15 @@ fn attention_forward_flex(
     scale: f32,
 ) -> (FlexTensor, FlexTensor) {
     let dims = dims4(q);
-    let (qv, kv, vv) = (values(q), values(k), values(v));
+    let (qb, kb, vb) = (HeadsBuf::new(q), HeadsBuf::new(k), HeadsBuf::new(v));
+    let qkv = (qb.heads(), kb.heads(), vb.heads());
     let (out, lse) = match bias {
-        ScoreBias::None => cpu::attention_forward((&qv, &kv, &vv), Bias::None, scale, dims),
-        ScoreBias::Heads(b) => {
-            cpu::attention_forward((&qv, &kv, &vv), Bias::Heads(&values(b)), scale, dims)
-        }
-        ScoreBias::Batch(b) => {
-            cpu::attention_forward((&qv, &kv, &vv), Bias::Batch(&values(b)), scale, dims)
-        }
+        ScoreBias::None => cpu::attention_forward(qkv, Bias::None, scale, dims),
+        ScoreBias::Heads(b) => cpu::attention_forward(qkv, Bias::Heads(&values(b)), scale, dims),
+        ScoreBias::Batch(b) => cpu::attention_forward(qkv, Bias::Batch(&values(b)), scale, dims),
     };
-    let shape = [dims.batch, dims.heads, dims.len, dims.dim];
     (
-        flex(out, &shape),
+        interleaved(out, &dims),
         flex(lse, &[dims.batch, dims.heads, dims.len]),
     )
 }
@@ -231,8 +273,13 @@ impl AttentionState {
         want_bias: bool,
     ) -> (FlexTensor, FlexTensor, FlexTensor, Option<FlexTensor>) {
         let dims = dims4(&self.q);
-        let (q, k, v) = (values(&self.q), values(&self.k), values(&self.v));
-        let (out, dout, lse) = (values(&self.out), values(dout), values(&self.lse));
+        let (q, k, v) = (
+            HeadsBuf::new(&self.q),
+            HeadsBuf::new(&self.k),
+            HeadsBuf::new(&self.v),
+        );
+        let (out, dout) = (HeadsBuf::new(&self.out), HeadsBuf::new(dout));
+        let lse = values(&self.lse);
         let bias_values = self
             .bias
             .as_ref()
@@ -243,22 +290,21 @@ impl AttentionState {
             Some((b, true)) => Bias::Batch(b),
         };
         let g = cpu::attention_backward(
-            (&q, &k, &v),
-            (&out, &dout, &lse),
+            (q.heads(), k.heads(), v.heads()),
+            (out.heads(), dout.heads(), &lse),
             bias,
             self.scale,
             dims,
             want_bias,
         );
-        let shape = [dims.batch, dims.heads, dims.len, dims.dim];
         let dbias = self.bias.as_ref().filter(|_| want_bias).map(|(b, _)| {
             let s = b.layout().shape().to_vec();
             flex(g.bias, &s)
         });
         (
-            flex(g.q, &shape),
-            flex(g.k, &shape),
-            flex(g.v, &shape),
+            interleaved(g.q, &dims),
+            interleaved(g.k, &dims),
+            interleaved(g.v, &dims),
             dbias,
         )
     }
