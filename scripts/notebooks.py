@@ -115,6 +115,11 @@ def execute_notebook(path, html_dir=None, cell_timeout=600, only_first_cell=Fals
                 f"{cell.source}"
             )
 
+    running = {}
+
+    def note_start(cell, cell_index):
+        running["cell"] = cell_index
+
     client = NotebookClient(
         nb,
         kernel_name=KERNEL,
@@ -124,10 +129,16 @@ def execute_notebook(path, html_dir=None, cell_timeout=600, only_first_cell=Fals
         record_timing=True,
         resources={"metadata": {"path": str(path.parent)}},
         on_cell_executed=check_stderr,
+        on_cell_start=note_start,
     )
     try:
         client.execute(env=kernel_env())
     except Exception as e:
+        where = f"cell {running['cell']}" if "cell" in running else "before the first cell"
+        if isinstance(e, Stopped) or STOPPED:
+            raise Stopped(f"stopped past the notebook's time limit; {where} was running:\n"
+                          f"{nb.cells[running['cell']].source}" if "cell" in running
+                          else f"stopped past the notebook's time limit ({where})") from e
         # evcxr puts the compiler's message in the cell's error output, not in the reply.
         errors = [
             "\n".join([o.get("evalue", "")] + o.get("traceback", []))
@@ -136,8 +147,8 @@ def execute_notebook(path, html_dir=None, cell_timeout=600, only_first_cell=Fals
             if o.get("output_type") == "error"
         ]
         if errors:
-            raise RuntimeError(f"{e}\n" + strip_ansi("\n".join(errors))) from e
-        raise
+            raise RuntimeError(f"{where}: {e}\n" + strip_ansi("\n".join(errors))) from e
+        raise RuntimeError(f"{where}: {e}") from e
     finally:
         if html_dir is not None:
             export_html(nb, Path(html_dir) / (path.stem + ".html"))
@@ -173,8 +184,22 @@ def export_html(nb, out):
     out.write_text(body, encoding="utf-8")
 
 
+class Stopped(Exception):
+    """SIGTERM from the runner: the notebook ran past its time limit."""
+
+
+STOPPED = []  # non-empty once the runner has sent SIGTERM
+
+
 def cmd_run_one(args):
     path = Path(args.notebook).resolve()
+
+    def stop(signum, frame):
+        STOPPED.append(signum)
+        raise Stopped("stopped past the notebook's time limit")
+
+    # nbclient shuts the kernel down when execution ends with an exception.
+    signal.signal(signal.SIGTERM, stop)
     try:
         execute_notebook(path, args.html_dir, args.cell_timeout, args.first_cell)
     except Exception as e:  # noqa: BLE001 - every failure is reported the same way
@@ -184,11 +209,45 @@ def cmd_run_one(args):
     return 0
 
 
-def run_isolated(path, timeout, html_dir=None, first_cell=False, slot=None):
-    """Run one notebook in a child process group; kill the group past `timeout` seconds.
+def descendants(pid):
+    """Process ids below `pid` (Linux /proc): kernels run in sessions of their own."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
-    Returns (status, seconds, output): the child's output is collected, not printed, so that
-    notebooks running side by side do not interleave their reports."""
+
+def kill_tree(pid):
+    """SIGKILL the process groups of `pid` and of everything below it."""
+    groups = set()
+    for p in [pid] + descendants(pid):
+        try:
+            groups.add(os.getpgid(p))
+        except ProcessLookupError:
+            pass
+    for g in groups - {os.getpgid(0)}:
+        try:
+            os.killpg(g, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def run_isolated(path, timeout, html_dir=None, first_cell=False, slot=None):
+    """Run one notebook in a child process; stop it past `timeout` seconds.
+
+    Returns (status, seconds, output): the child's output is collected (in a file: a kernel
+    left behind cannot hold it open), not printed, so that notebooks running side by side do
+    not interleave their reports. Past the limit the child gets SIGTERM, on which it shuts its
+    kernel down; whatever is left 30 s later is killed, kernels included."""
     cmd = [sys.executable, __file__, "run-one", str(path), "--cell-timeout", str(timeout)]
     if html_dir:
         cmd += ["--html-dir", str(html_dir)]
@@ -198,22 +257,26 @@ def run_isolated(path, timeout, html_dir=None, first_cell=False, slot=None):
     if slot is not None:
         env["POSENC_EVCXR_SLOT"] = str(slot)  # read by scripts/evcxr-kernel
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace")
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        status = "ok" if proc.returncode == 0 else "FAILED"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        status = f"FAILED (timeout {timeout} s)"
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out:
+        proc = subprocess.Popen(cmd, start_new_session=True, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+        try:
+            proc.wait(timeout=timeout)
+            status = "ok" if proc.returncode == 0 else "FAILED"
+        except subprocess.TimeoutExpired:
+            status = f"FAILED (timeout {timeout} s)"
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        # Nothing of this notebook may outlive it: the next one needs the warm build slot.
+        kill_tree(proc.pid)
+        proc.wait()
+        out.seek(0)
+        output = out.read()
+    if status.startswith("FAILED (timeout"):
         output += f"FAILED {rel(path)}: ran past its time limit of {timeout} s\n"
-    # The kernel launcher may outlive its client for a moment; make sure it is gone so the
-    # next notebook gets the warm build slot.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     return status, time.monotonic() - start, output
 
 
