@@ -12,19 +12,6 @@ use rayon::prelude::*;
 
 use super::simd::{exp, multiversion, normal_cdf, FRAC_1_SQRT_2PI};
 
-/// A vector of `n` values that `write` fills completely (every element, before any is read),
-/// without zeroing it first.
-///
-/// # Safety
-/// `write` must write all `n` elements through the pointer it gets.
-unsafe fn written_by(n: usize, write: impl FnOnce(*mut f32)) -> Vec<f32> {
-    let mut v: Vec<f32> = Vec::with_capacity(n);
-    write(v.spare_capacity_mut().as_mut_ptr().cast::<f32>());
-    // SAFETY: the caller guarantees that all n elements were written.
-    unsafe { v.set_len(n) };
-    v
-}
-
 /// Query rows per attention tile. Key columns past a tile's last row are masked for every row
 /// of the tile, so the products of a tile stop there: about $(T/L + 1)/2$ of the full
 /// $L \times L$ work (62.5% at $L = 128$).
@@ -296,11 +283,16 @@ unsafe impl Send for SharedMut {}
 // SAFETY: as above.
 unsafe impl Sync for SharedMut {}
 
+/// Row 0 of one head's matrix and its row stride (the `D` values of a row are contiguous).
+type HeadRows = (*const f32, usize);
+/// The same, writable.
+type HeadRowsMut = (*mut f32, usize);
+
 /// Row `i` of a head as a slice.
 ///
 /// # Safety
 /// `ptr + i * stride .. + d` must be in bounds.
-unsafe fn row<'a>((ptr, stride): (*const f32, usize), i: usize, d: usize) -> &'a [f32] {
+unsafe fn row<'a>((ptr, stride): HeadRows, i: usize, d: usize) -> &'a [f32] {
     unsafe { std::slice::from_raw_parts(ptr.add(i * stride), d) }
 }
 
@@ -311,15 +303,11 @@ unsafe fn row<'a>((ptr, stride): (*const f32, usize), i: usize, d: usize) -> &'a
 /// The pointers cover the head's `L` rows of `D` at their strides.
 #[allow(clippy::too_many_arguments)]
 unsafe fn attention_head_forward(
-    (q, k, v): (
-        (*const f32, usize),
-        (*const f32, usize),
-        (*const f32, usize),
-    ),
+    (q, k, v): (HeadRows, HeadRows, HeadRows),
     bias: Option<&[f32]>,
     scale: f32,
     dims: &AttentionDims,
-    out: (*mut f32, usize),
+    out: HeadRowsMut,
     lse: &mut [f32],
     scratch: &mut [f32],
 ) {
@@ -393,7 +381,8 @@ pub fn attention_forward(
     lse.par_chunks_mut(l.max(1)).enumerate().for_each_init(
         || vec![0.0f32; TILE * l],
         |scratch, (bh, lse)| {
-            let out_ptr = out_ptr;
+            // the whole wrapper moves into the closure (not its raw-pointer field)
+            let out_ptr = &out_ptr;
             // SAFETY: the layouts were checked to lie within their buffers; head bh writes only
             // its own rows of `out`.
             unsafe {
@@ -439,16 +428,12 @@ struct BackwardScratch {
 /// Every pointer covers the head's `L` rows of `D` at its stride.
 #[allow(clippy::too_many_arguments)]
 unsafe fn attention_head_backward(
-    (q, k, v): (
-        (*const f32, usize),
-        (*const f32, usize),
-        (*const f32, usize),
-    ),
-    (out, dout, lse): ((*const f32, usize), (*const f32, usize), &[f32]),
+    (q, k, v): (HeadRows, HeadRows, HeadRows),
+    (out, dout, lse): (HeadRows, HeadRows, &[f32]),
     bias: Option<&[f32]>,
     scale: f32,
     dims: &AttentionDims,
-    (dq, dk, dv): ((*mut f32, usize), (*mut f32, usize), (*mut f32, usize)),
+    (dq, dk, dv): (HeadRowsMut, HeadRowsMut, HeadRowsMut),
     mut dbias: Option<&mut [f32]>,
     scratch: &mut BackwardScratch,
 ) {
@@ -604,7 +589,7 @@ pub fn attention_backward(
             dp: vec![0.0f32; TILE * l],
         },
         |scratch, (bh, dbias)| {
-            let ptrs = ptrs;
+            let ptrs = &ptrs;
             let at = grad_layout.start(bh, &dims);
             let stride = grad_layout.row;
             // SAFETY: the layouts were checked; head bh writes only its own rows of dq, dk, dv.
@@ -919,14 +904,48 @@ pub fn nll_backward(
     dx
 }
 
-/// All threads of rayon's pool for one large product.
-fn all_threads() -> Parallelism {
-    Parallelism::Rayon(rayon::current_num_threads().max(1))
+/// Rows of a block when `rows` are split over rayon's pool: two blocks per thread (so a thread
+/// that is held up leaves at most half its share to the others), at least 64 rows.
+fn block_rows(rows: usize) -> usize {
+    rows.div_ceil(2 * rayon::current_num_threads().max(1))
+        .max(64)
+}
+
+/// `dst[rows, n] (+)= lhs[rows, k] rhs[k, n]` with the rows split into blocks computed in
+/// parallel, each by a single-threaded product (gemm's own threading gains little on these
+/// shapes). `rhs` is given by pointer and (row, column) strides; `lhs` and `dst` are row-major.
+fn product_by_rows(
+    dst: &mut [f32],
+    lhs: &[f32],
+    rhs: (&[f32], usize, usize),
+    (k, n): (usize, usize),
+    accumulate: bool,
+) {
+    if dst.is_empty() || n == 0 {
+        return;
+    }
+    let block = block_rows(dst.len() / n);
+    dst.par_chunks_mut(block * n)
+        .zip(lhs.par_chunks(block * k.max(1)))
+        .for_each(|(dst, lhs)| {
+            let m = dst.len() / n;
+            // SAFETY: dst is m x n and lhs m x k row-major; rhs covers k x n at its strides.
+            unsafe {
+                product(
+                    (m, n, k),
+                    (dst.as_mut_ptr(), n, 1),
+                    accumulate,
+                    (lhs.as_ptr(), k, 1),
+                    (rhs.0.as_ptr(), rhs.1, rhs.2),
+                    1.0,
+                );
+            }
+        });
 }
 
 /// An affine map of `x [rows, n_in]` by `w [n_in, n_out]` and `b [n_out]`: $y = xW + b$,
 /// `[rows, n_out]` (burn's `Linear` layout). The bias is written first and the product added
-/// onto it, so no separate pass adds it.
+/// onto it, so no separate pass adds it; blocks of rows run in parallel.
 pub fn linear_forward(x: &[f32], w: &[f32], b: Option<&[f32]>, n_in: usize) -> Vec<f32> {
     let n_out = w.len() / n_in.max(1);
     let rows = x.len() / n_in.max(1);
@@ -938,35 +957,13 @@ pub fn linear_forward(x: &[f32], w: &[f32], b: Option<&[f32]>, n_in: usize) -> V
     if rows == 0 || n_out == 0 || n_in == 0 {
         return y;
     }
-    // SAFETY: x is rows x n_in, w is n_in x n_out, y is rows x n_out, all row-major.
-    unsafe {
-        gemm(
-            rows,
-            n_out,
-            n_in,
-            y.as_mut_ptr(),
-            1,
-            n_out as isize,
-            b.is_some(),
-            x.as_ptr(),
-            1,
-            n_in as isize,
-            w.as_ptr(),
-            1,
-            n_out as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            all_threads(),
-        );
-    }
+    product_by_rows(&mut y, x, (w, n_out, 1), (n_in, n_out), b.is_some());
     y
 }
 
 /// Gradients of [`linear_forward`]:
-/// $\partial x = \partial y\, W^\top$, $\partial W = x^\top \partial y$,
+/// $\partial x = \partial y\, W^\top$ (blocks of rows in parallel),
+/// $\partial W = x^\top \partial y$ (blocks of rows of $\partial W$ in parallel),
 /// $\partial b = \sum_{\text{rows}} \partial y$.
 pub fn linear_backward(
     x: &[f32],
@@ -977,64 +974,34 @@ pub fn linear_backward(
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let n_out = w.len() / n_in.max(1);
     let rows = x.len() / n_in.max(1);
-    if rows == 0 || n_out == 0 || n_in == 0 {
-        let db = vec![0.0f32; if want_bias { n_out } else { 0 }];
-        return (vec![0.0; rows * n_in], vec![0.0; n_in * n_out], db);
+    let mut dx = vec![0.0f32; rows * n_in];
+    let mut dw = vec![0.0f32; n_in * n_out];
+    if rows > 0 && n_out > 0 && n_in > 0 {
+        // dX = dY W^T: W^T [n_out, n_in] is w read with row stride 1, column stride n_out
+        product_by_rows(&mut dx, dy, (w, 1, n_out), (n_out, n_in), false);
+        // dW[i0..i1, :] = x[:, i0..i1]^T dY
+        let block = n_in
+            .div_ceil(2 * rayon::current_num_threads().max(1))
+            .max(8);
+        dw.par_chunks_mut(block * n_out)
+            .enumerate()
+            .for_each(|(c, dw)| {
+                let i0 = c * block;
+                let m = dw.len() / n_out;
+                // SAFETY: x^T rows i0..i0+m are x's columns (stride n_in along rows of x);
+                // dy is rows x n_out; dw is m x n_out.
+                unsafe {
+                    product(
+                        (m, n_out, rows),
+                        (dw.as_mut_ptr(), n_out, 1),
+                        false,
+                        (x.as_ptr().add(i0), 1, n_in),
+                        (dy.as_ptr(), n_out, 1),
+                        1.0,
+                    );
+                }
+            });
     }
-    // SAFETY: dy is rows x n_out, w is n_in x n_out (read transposed), dx is rows x n_in; x is
-    // rows x n_in (read transposed), dw is n_in x n_out. With read_dst = false and k > 0 the
-    // products write every element of dx and dw.
-    let dx = unsafe {
-        written_by(rows * n_in, |dx| {
-            gemm(
-                rows,
-                n_in,
-                n_out,
-                dx,
-                1,
-                n_in as isize,
-                false,
-                dy.as_ptr(),
-                1,
-                n_out as isize,
-                w.as_ptr(),
-                n_out as isize,
-                1,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                all_threads(),
-            );
-        })
-    };
-    // SAFETY: as above.
-    let dw = unsafe {
-        written_by(n_in * n_out, |dw| {
-            gemm(
-                n_in,
-                n_out,
-                rows,
-                dw,
-                1,
-                n_out as isize,
-                false,
-                x.as_ptr(),
-                n_in as isize,
-                1,
-                dy.as_ptr(),
-                1,
-                n_out as isize,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                all_threads(),
-            );
-        })
-    };
     let db = if want_bias {
         column_sums(dy, n_out)
     } else {
