@@ -1,8 +1,8 @@
 //! The fused kernels against the reference composition of burn operations: values and
 //! gradients of attention (no bias, per-head bias, per-sequence bias; lengths that are not a
-//! multiple of the tile), GELU, LayerNorm, Linear and the loss, relative error at most 1e-5; the fused
-//! gradients against central finite differences; and 20 training steps of every scheme on both
-//! paths, which must follow the same loss curve.
+//! multiple of the tile), GELU, LayerNorm, Linear, the logits product and the loss, relative
+//! error at most 1e-5; every fused gradient against central finite differences; and 20 training
+//! steps of every scheme on both paths, which must follow the same loss curve.
 #![cfg(feature = "train")]
 
 mod train_common;
@@ -343,4 +343,119 @@ fn every_scheme_trains_along_the_same_loss_curve_on_both_paths() {
         );
     }
     println!("{}", report.join("\n"));
+}
+
+/// Central differences of `loss` at a few entries of `x` against the fused gradient `grad`.
+fn check_finite_differences(
+    what: &str,
+    x: &[f32],
+    grad: &[f32],
+    loss: impl Fn(&[f32]) -> f64,
+    eps: f32,
+) -> f64 {
+    let mut worst = 0.0f64;
+    for index in (0..x.len()).step_by(x.len() / 9 + 1) {
+        let mut plus = x.to_vec();
+        plus[index] += eps;
+        let mut minus = x.to_vec();
+        minus[index] -= eps;
+        let fd = (loss(&plus) - loss(&minus)) / (2.0 * f64::from(eps));
+        let ad = f64::from(grad[index]);
+        let err = (fd - ad).abs();
+        assert!(
+            err <= 2e-3 + 1e-2 * ad.abs(),
+            "{what}[{index}]: fused {ad:.6}, finite difference {fd:.6}"
+        );
+        worst = worst.max(err);
+    }
+    println!("{what:<24} max |gradient - finite difference| {worst:.1e}");
+    worst
+}
+
+#[test]
+fn fused_gelu_layer_norm_linear_and_nll_gradients_match_finite_differences() {
+    let device = Device::flex().autodiff();
+    let input = |v: &[f32], shape: [usize; 3]| {
+        Tensor::<3>::from_data(TensorData::new(v.to_vec(), shape), &device).require_grad()
+    };
+    let scalar = |t: Tensor<1>| f64::from(to_vec(t)[0]);
+    // GELU
+    let shape = [2, 5, 7];
+    let x = values(70, 21, 3.0);
+    let g = {
+        let t = input(&x, shape);
+        let grads = weighted_sum(gelu_with(t.clone(), Kernels::Fused), 22).backward();
+        to_vec(t.grad(&grads).unwrap())
+    };
+    check_finite_differences(
+        "gelu",
+        &x,
+        &g,
+        |v| scalar(weighted_sum(gelu_with(input(v, shape), Kernels::Fused), 22)),
+        1e-2,
+    );
+    // LayerNorm
+    let ln = LayerNormConfig::new(7).init(&device).map(&mut ScaleParams);
+    let g = {
+        let t = input(&x, shape);
+        let y = layer_norm_with(&ln, t.clone(), LAYER_NORM_EPS, Kernels::Fused);
+        to_vec(t.grad(&weighted_sum(y, 23).backward()).unwrap())
+    };
+    check_finite_differences(
+        "layer norm",
+        &x,
+        &g,
+        |v| {
+            let y = layer_norm_with(&ln, input(v, shape), LAYER_NORM_EPS, Kernels::Fused);
+            scalar(weighted_sum(y, 23))
+        },
+        1e-2,
+    );
+    // Linear
+    let lin = burn::nn::LinearConfig::new(7, 4)
+        .init(&device)
+        .map(&mut ScaleParams);
+    let g = {
+        let t = input(&x, shape);
+        let y = linear_with(&lin, t.clone(), Kernels::Fused);
+        to_vec(t.grad(&weighted_sum(y, 24).backward()).unwrap())
+    };
+    check_finite_differences(
+        "linear",
+        &x,
+        &g,
+        |v| {
+            scalar(weighted_sum(
+                linear_with(&lin, input(v, shape), Kernels::Fused),
+                24,
+            ))
+        },
+        1e-2,
+    );
+    // log-softmax + NLL
+    let vshape = [2, 3, 256];
+    let logits = values(2 * 3 * 256, 25, 4.0);
+    let targets = || {
+        Tensor::<2, Int>::from_data(
+            TensorData::new(vec![1i64, 7, 255, 0, 128, 64], [2, 3]),
+            &device,
+        )
+    };
+    let g = {
+        let t = input(&logits, vshape);
+        let y = nll_with(t.clone(), targets(), Kernels::Fused);
+        to_vec(t.grad(&weighted_sum(y, 26).backward()).unwrap())
+    };
+    check_finite_differences(
+        "nll",
+        &logits,
+        &g,
+        |v| {
+            scalar(weighted_sum(
+                nll_with(input(v, vshape), targets(), Kernels::Fused),
+                26,
+            ))
+        },
+        1e-2,
+    );
 }
