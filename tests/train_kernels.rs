@@ -12,7 +12,7 @@ use burn::nn::LayerNormConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use posenc::model::kernels::{
     attention, gelu_with, layer_norm_with, linear_with, nll_with, product_with,
-    reference_attention, AttentionBias, Kernels,
+    reference_attention, rope_with, AttentionBias, Kernels,
 };
 use posenc::model::{to_vec, ModelConfig, Scheme, LAYER_NORM_EPS};
 use posenc::train::{train, TrainConfig, TrainRun};
@@ -221,6 +221,14 @@ fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
         out.push(to_vec(y));
         out.push(to_vec(h.grad(&g).unwrap()));
         out.push(to_vec(e.grad(&g).unwrap()));
+        // RoPE (half layout) of a head view, as the model applies it
+        let x = tensor([2, 9, 3, 8], 18, 1.0, &device);
+        let cos = Tensor::<2>::from_data(TensorData::new(values(9 * 8, 19, 1.0), [9, 8]), &device);
+        let sin = Tensor::<2>::from_data(TensorData::new(values(9 * 8, 20, 1.0), [9, 8]), &device);
+        let y = rope_with(x.clone().swap_dims(1, 2), &cos, &sin, kernels);
+        let g = weighted_sum(y.clone(), 21).backward();
+        out.push(to_vec(y));
+        out.push(to_vec(x.grad(&g).unwrap()));
         // log-softmax + NLL over 256 classes
         let logits = tensor([2, 65, 256], 11, 8.0, &device);
         let targets: Vec<i64> = (0..130).map(|i| (i * 37 % 256) as i64).collect();
@@ -247,6 +255,8 @@ fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
         "product h E^T",
         "product dh",
         "product dE",
+        "rope",
+        "rope dx",
         "nll",
         "nll dlogits",
     ];
@@ -373,7 +383,7 @@ fn check_finite_differences(
 }
 
 #[test]
-fn fused_gelu_layer_norm_linear_and_nll_gradients_match_finite_differences() {
+fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences() {
     let device = Device::flex().autodiff();
     let input = |v: &[f32], shape: [usize; 3]| {
         Tensor::<3>::from_data(TensorData::new(v.to_vec(), shape), &device).require_grad()
@@ -428,6 +438,31 @@ fn fused_gelu_layer_norm_linear_and_nll_gradients_match_finite_differences() {
             scalar(weighted_sum(
                 linear_with(&lin, input(v, shape), Kernels::Fused),
                 24,
+            ))
+        },
+        1e-2,
+    );
+    // RoPE (its input a [B, H, L, D] tensor)
+    let rshape = [2, 2, 5, 4];
+    let xr = values(80, 27, 1.0);
+    let cos = Tensor::<2>::from_data(TensorData::new(values(20, 28, 1.0), [5, 4]), &device);
+    let sin = Tensor::<2>::from_data(TensorData::new(values(20, 29, 1.0), [5, 4]), &device);
+    let rope_input = |v: &[f32]| {
+        Tensor::<4>::from_data(TensorData::new(v.to_vec(), rshape), &device).require_grad()
+    };
+    let g = {
+        let t = rope_input(&xr);
+        let y = rope_with(t.clone(), &cos, &sin, Kernels::Fused);
+        to_vec(t.grad(&weighted_sum(y, 30).backward()).unwrap())
+    };
+    check_finite_differences(
+        "rope",
+        &xr,
+        &g,
+        |v| {
+            scalar(weighted_sum(
+                rope_with(rope_input(v), &cos, &sin, Kernels::Fused),
+                30,
             ))
         },
         1e-2,

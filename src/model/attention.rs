@@ -12,7 +12,7 @@ use burn::tensor::activation::softmax;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 use super::context::PositionContext;
-use super::kernels::{attention as fused_attention, AttentionBias};
+use super::kernels::{attention as fused_attention, rope_with, AttentionBias};
 
 /// A scheme's position terms for one layer, already combined with the layer's parameters.
 #[derive(Debug, Clone, Default)]
@@ -161,7 +161,14 @@ pub fn attend_fused(
         return None;
     }
     let [_, h, _, dh] = q.dims();
-    let (q, k) = rotate(q, k, ctx);
+    let (q, k) = match &ctx.rope {
+        // one fused pass each, laid out as the fused attention reads them
+        Some((cos, sin)) => (
+            rope_with(q, cos, sin, ctx.kernels),
+            rope_with(k, cos, sin, ctx.kernels),
+        ),
+        None => rotate(q, k, ctx),
+    };
     let relative = relative_terms(&q, &k, terms, ctx);
     // content-free part of the bias, [H, L, L]
     let mut heads = terms.bias.clone();

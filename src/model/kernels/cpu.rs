@@ -1033,3 +1033,63 @@ fn column_sums(a: &[f32], cols: usize) -> Vec<f32> {
             },
         )
 }
+
+multiversion! {
+    /// One row of RoPE in the half layout (`h = D/2`), forward:
+    /// $y_j = x_j c_j - x_{j+h} s_j$, $y_{j+h} = x_{j+h} c_{j+h} + x_j s_{j+h}$; backward
+    /// (`transpose`): $\partial x_j = g_j c_j + g_{j+h} s_{j+h}$,
+    /// $\partial x_{j+h} = g_{j+h} c_{j+h} - g_j s_j$.
+    fn rope_row(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32], transpose: bool) {
+        let h = x.len() / 2;
+        let (x1, x2) = x.split_at(h);
+        let (c1, c2) = cos.split_at(h);
+        let (s1, s2) = sin.split_at(h);
+        let (y1, y2) = y.split_at_mut(h);
+        if transpose {
+            for j in 0..h {
+                y1[j] = x1[j].mul_add(c1[j], x2[j] * s2[j]);
+                y2[j] = x2[j].mul_add(c2[j], -x1[j] * s1[j]);
+            }
+        } else {
+            for j in 0..h {
+                y1[j] = x1[j].mul_add(c1[j], -x2[j] * s1[j]);
+                y2[j] = x2[j].mul_add(c2[j], x1[j] * s2[j]);
+            }
+        }
+    }
+}
+
+/// RoPE in the half layout on every head, $x \cos + \text{rotate\_half}(x) \sin$ with
+/// `cos`, `sin` `[L, D]` (or, with `transpose`, its adjoint: the backward pass). `x` in any
+/// [`HeadLayout`]; the result in `[B, L, H, D]` memory ([`HeadLayout::interleaved`]), which
+/// the fused attention reads in place. Parallel over (batch, position).
+///
+/// # Panics
+/// When `x` does not cover its layout, `D` is odd, or `cos`, `sin` are not `[L, D]`.
+pub fn rope_half(
+    x: Heads<'_>,
+    cos: &[f32],
+    sin: &[f32],
+    dims: AttentionDims,
+    transpose: bool,
+) -> Vec<f32> {
+    x.check(&dims, "x");
+    let (h, l, d) = (dims.heads, dims.len, dims.dim);
+    assert!(d % 2 == 0, "rope: odd head dimension {d}");
+    assert!(
+        cos.len() == l * d && sin.len() == l * d,
+        "rope: cos and sin must be [L, D]"
+    );
+    let mut y = vec![0.0f32; dims.batch * l * h * d];
+    y.par_chunks_mut((h * d).max(1))
+        .enumerate()
+        .for_each(|(bi, y)| {
+            let (b, i) = (bi / l, bi % l);
+            let (c, s) = (&cos[i * d..(i + 1) * d], &sin[i * d..(i + 1) * d]);
+            for (hh, y) in y.chunks_mut(d).enumerate() {
+                let at = x.layout.start(b * h + hh, &dims) + i * x.layout.row;
+                rope_row(&x.data[at..at + d], c, s, y, transpose);
+            }
+        });
+    y
+}

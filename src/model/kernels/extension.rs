@@ -59,6 +59,21 @@ pub trait FusedOps: Backend {
 
     /// $xW$ of `x [..., n_in]`, `w [n_in, n_out]` (no bias).
     fn fused_product(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// RoPE (half layout) of `x [B, H, L, D]` with constant `cos`, `sin` `[L, D]`.
+    fn fused_rope(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+}
+
+/// RoPE (or its adjoint) of a Flex `[B, H, L, D]` tensor, in `[B, L, H, D]` memory.
+fn rope_flex(x: &FlexTensor, cos: &FlexTensor, sin: &FlexTensor, transpose: bool) -> FlexTensor {
+    let dims = dims4(x);
+    let xb = HeadsBuf::new(x);
+    let y = cpu::rope_half(xb.heads(), &values(cos), &values(sin), dims, transpose);
+    interleaved(y, &dims)
 }
 
 /// $xW + b$ (or $xW$) on Flex tensors, with the output's shape.
@@ -217,6 +232,10 @@ impl FusedOps for Flex {
 
     fn fused_product(x: FlexTensor, w: FlexTensor) -> FlexTensor {
         linear_flex(&x, &w, None)
+    }
+
+    fn fused_rope(x: FlexTensor, cos: FlexTensor, sin: FlexTensor) -> FlexTensor {
+        rope_flex(&x, &cos, &sin, false)
     }
 
     fn fused_attention(
@@ -512,7 +531,47 @@ impl Backward<Flex, 2> for ProductBackward {
     }
 }
 
+#[derive(Debug)]
+struct RopeBackward;
+
+impl Backward<Flex, 1> for RopeBackward {
+    /// cos and sin (constants).
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [node] = ops.parents;
+        let dy = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = node {
+            let (cos, sin) = ops.state;
+            grads.register::<Flex>(node.id, rope_flex(&dy, &cos, &sin, true));
+        }
+    }
+}
+
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
+    fn fused_rope(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let y = rope_flex(x.primitive(), cos.primitive(), sin.primitive(), false);
+        match RopeBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                prep.finish((cos.primitive().clone(), sin.primitive().clone()), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
     fn fused_product(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
         let y = linear_flex(x.primitive(), w.primitive(), None);
         match ProductBackward

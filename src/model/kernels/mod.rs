@@ -169,6 +169,22 @@ pub fn product_with(x: Tensor<3>, w: Tensor<2>, kernels: Kernels) -> Tensor<3> {
     }
 }
 
+/// RoPE in the half layout, $x \cos + \text{rotate\_half}(x) \sin$, of `x [B, H, L, D]` with
+/// `cos`, `sin` `[L, D]` (constants, no gradient), fused: one parallel pass forward and one
+/// backward, the result laid out as the fused attention reads it. Falls back to the composed
+/// rotation off the Flex backend.
+pub fn rope_with(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>, kernels: Kernels) -> Tensor<4> {
+    if kernels == Kernels::Fused && is_flex(&x.device()) {
+        Tensor::from_dispatch(<Dispatch as FusedOps>::fused_rope(
+            x.into_dispatch(),
+            cos.clone().into_dispatch(),
+            sin.clone().into_dispatch(),
+        ))
+    } else {
+        crate::model::attention::rope_half(x, cos, sin)
+    }
+}
+
 /// GELU with the chosen kernels.
 pub fn gelu_with(x: Tensor<3>, kernels: Kernels) -> Tensor<3> {
     if kernels == Kernels::Fused && is_flex(&x.device()) {
