@@ -296,6 +296,35 @@ unsafe fn row<'a>((ptr, stride): HeadRows, i: usize, d: usize) -> &'a [f32] {
     unsafe { std::slice::from_raw_parts(ptr.add(i * stride), d) }
 }
 
+/// $S = Q_{i_0..i_0+m} K_{0..n}^\top$ of one tile (`n = i0 + m`: the keys its rows can see),
+/// written into `s` `[m, n]` at row stride `n`.
+///
+/// # Safety
+/// `q` covers rows `i0..i0 + m` and `k` rows `0..n`, `D` values each, at their strides.
+unsafe fn tile_products(
+    (q, k): (HeadRows, HeadRows),
+    (i0, m, d): (usize, usize, usize),
+    s: &mut [f32],
+) {
+    let n = i0 + m;
+    // SAFETY: the caller's contract; s holds m x n.
+    unsafe {
+        product(
+            (m, n, d),
+            (s.as_mut_ptr(), n, 1),
+            false,
+            (q.0.add(i0 * q.1), q.1, 1),
+            (k.0, 1, k.1),
+            1.0,
+        );
+    }
+}
+
+/// Row `i` of an `[L, L]` bias, its first `n` entries.
+fn tile_bias(bias: Option<&[f32]>, i: usize, l: usize, n: usize) -> Option<&[f32]> {
+    bias.map(|b| &b[i * l..i * l + n])
+}
+
 /// Forward pass of one head: its output rows (through `out`, row stride `out.1`) and the
 /// log-sum-exp of every row `lse [L]`.
 ///
@@ -316,23 +345,17 @@ unsafe fn attention_head_forward(
         let m = TILE.min(l - i0);
         // keys 0..n can be seen by some row of the tile
         let n = i0 + m;
-        // S = Q_tile K^T, [m, n] at row stride n
         let s = &mut scratch[..m * n];
-        // SAFETY: q covers rows i0..i0+m, k covers n rows, s holds m x n (caller's contract).
-        unsafe {
-            product(
-                (m, n, d),
-                (s.as_mut_ptr(), n, 1),
-                false,
-                (q.0.add(i0 * q.1), q.1, 1),
-                (k.0, 1, k.1),
-                1.0,
-            );
-        }
+        // SAFETY: q covers rows i0..i0+m, k covers n rows (caller's contract).
+        unsafe { tile_products((q, k), (i0, m, d), s) };
         for r in 0..m {
             let i = i0 + r;
-            let b = bias.map(|b| &b[i * l..i * l + n]);
-            lse[i] = softmax_row(&mut s[r * n..(r + 1) * n], b, scale, i + 1);
+            lse[i] = softmax_row(
+                &mut s[r * n..(r + 1) * n],
+                tile_bias(bias, i, l, n),
+                scale,
+                i + 1,
+            );
         }
         // O_tile = P V[0..n], [m, d]
         // SAFETY: s is m x n, v covers n rows, out covers rows i0..i0+m.
@@ -453,19 +476,10 @@ unsafe fn attention_head_backward(
         // SAFETY (all products below): the rows used are in bounds by the caller's contract;
         // p and dp hold m x n.
         // rebuild P from Q_tile K^T and the saved log-sum-exp
-        unsafe {
-            product(
-                (m, n, d),
-                (p.as_mut_ptr(), n, 1),
-                false,
-                (q.0.add(i0 * q.1), q.1, 1),
-                (k.0, 1, k.1),
-                1.0,
-            );
-        }
+        unsafe { tile_products((q, k), (i0, m, d), p) };
         for r in 0..m {
             let i = i0 + r;
-            let b = bias.map(|b| &b[i * l..i * l + n]);
+            let b = tile_bias(bias, i, l, n);
             probs_row(&mut p[r * n..(r + 1) * n], b, scale, i + 1, lse[i]);
         }
         // dP = dO_tile V^T, [m, n]

@@ -6,6 +6,7 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::NodeId;
 use burn::backend::flex::{FlexTensor, Layout};
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{backend_extension, Autodiff, Backend, ExtensionType, Flex};
@@ -465,6 +466,34 @@ impl Backward<Flex, 1> for NllBackward {
     }
 }
 
+/// Registers the gradients of $xW$ (+ $b$) for the parents that take part: `ids` of $x$,
+/// $W$ and $b$.
+fn register_linear_grads(
+    grads: &mut Gradients,
+    [nx, nw, nb]: [Option<NodeId>; 3],
+    (x, w): (FlexTensor, FlexTensor),
+    dy: &FlexTensor,
+) {
+    let x_shape = x.layout().shape().to_vec();
+    let w_shape = w.layout().shape().to_vec();
+    let (dx, dw, db) = cpu::linear_backward(
+        &values(&x),
+        &values(&w),
+        &values(dy),
+        w_shape[0],
+        nb.is_some(),
+    );
+    if let Some(id) = nx {
+        grads.register::<Flex>(id, flex(dx, &x_shape));
+    }
+    if let Some(id) = nw {
+        grads.register::<Flex>(id, flex(dw, &w_shape));
+    }
+    if let Some(id) = nb {
+        grads.register::<Flex>(id, flex(db, &[w_shape[1]]));
+    }
+}
+
 #[derive(Debug)]
 struct LinearBackward;
 
@@ -478,27 +507,9 @@ impl Backward<Flex, 3> for LinearBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [nx, nw, nb] = ops.parents;
         let dy = grads.consume::<Flex>(&ops.node);
-        let (x, w) = ops.state;
-        let x_shape = x.layout().shape().to_vec();
-        let w_shape = w.layout().shape().to_vec();
-        let (dx, dw, db) = cpu::linear_backward(
-            &values(&x),
-            &values(&w),
-            &values(&dy),
-            w_shape[0],
-            nb.is_some(),
-        );
-        if let Some(node) = nx {
-            grads.register::<Flex>(node.id, flex(dx, &x_shape));
-        }
-        if let Some(node) = nw {
-            grads.register::<Flex>(node.id, flex(dw, &w_shape));
-        }
-        if let Some(node) = nb {
-            grads.register::<Flex>(node.id, flex(db, &[w_shape[1]]));
-        }
+        let ids = ops.parents.map(|n| n.map(|n| n.id));
+        register_linear_grads(grads, ids, ops.state, &dy);
     }
 }
 
@@ -515,19 +526,9 @@ impl Backward<Flex, 2> for ProductBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [nx, nw] = ops.parents;
         let dy = grads.consume::<Flex>(&ops.node);
-        let (x, w) = ops.state;
-        let x_shape = x.layout().shape().to_vec();
-        let w_shape = w.layout().shape().to_vec();
-        let (dx, dw, _) =
-            cpu::linear_backward(&values(&x), &values(&w), &values(&dy), w_shape[0], false);
-        if let Some(node) = nx {
-            grads.register::<Flex>(node.id, flex(dx, &x_shape));
-        }
-        if let Some(node) = nw {
-            grads.register::<Flex>(node.id, flex(dw, &w_shape));
-        }
+        let [nx, nw] = ops.parents.map(|n| n.map(|n| n.id));
+        register_linear_grads(grads, [nx, nw, None], ops.state, &dy);
     }
 }
 
