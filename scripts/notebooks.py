@@ -474,7 +474,7 @@ class Kernel:
 
 
 TYPICAL_CELL = """let pe = sinusoidal_table(128, 64)?;
-let fig = heatmap(&pe, "Sinusoidal table", "dimension", "position", "value")?;
+let fig = heatmap(&pe).title("Sinusoidal table").x("dimension").y("position").colorbar("value");
 fig"""
 
 
