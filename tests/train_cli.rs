@@ -179,3 +179,29 @@ fn train_eval_and_export_end_to_end() {
         "/nonexistent.json",
     );
 }
+
+#[test]
+fn kernels_reference_is_refused_where_a_command_does_not_take_it() {
+    fails_with(
+        // the smoke configuration, so that a regression cannot start the full sweep
+        &[
+            "sweep",
+            "--config",
+            "data/configs/smoke.json",
+            "--kernels",
+            "reference",
+        ],
+        "--kernels reference applies to train and eval",
+    );
+    fails_with(
+        &[
+            "export",
+            "t5-bias",
+            "--checkpoint",
+            "data/checkpoints/t5",
+            "--kernels",
+            "reference",
+        ],
+        "--kernels reference applies to train and eval",
+    );
+}

@@ -56,6 +56,17 @@ impl From<KernelsArg> for Kernels {
 }
 
 impl Common {
+    /// Refuses `--kernels reference` where the command does not take it (sweep, export), so the
+    /// flag is never accepted and ignored.
+    fn fused_only(&self, command: &str) -> Result<(), String> {
+        match self.kernels {
+            KernelsArg::Fused => Ok(()),
+            KernelsArg::Reference => Err(format!(
+                "--kernels reference applies to train and eval; {command} runs the fused kernels"
+            )),
+        }
+    }
+
     fn device(&self) -> Result<Device, String> {
         match self.device {
             DeviceKind::Cpu => Ok(Device::flex()),
@@ -328,6 +339,7 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     if a.print_config {
         return serde_json::to_string_pretty(&config).map_err(|e| e.to_string());
     }
+    a.common.fused_only("sweep")?;
     let jobs = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
@@ -412,6 +424,7 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
             out,
             common,
         } => {
+            common.fused_only("export")?;
             let (model, info) = load_model(&checkpoint, &common.device()?).map_err(err)?;
             let rows = posenc::export::t5_bias(&model, &info, min, max).map_err(err)?;
             (posenc::export::t5_bias_csv(&rows), rows.len(), out)
@@ -426,6 +439,7 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
             out,
             common,
         } => {
+            common.fused_only("export")?;
             let device = common.device()?;
             let (model, info) = load_model(&checkpoint, &device).map_err(err)?;
             let opts = posenc::export::AttentionOptions {
