@@ -33,26 +33,8 @@ pub struct Common {
     quiet: bool,
     /// Attention, GELU, LayerNorm and loss: one fused operation each (CPU only; other devices
     /// use the reference) or burn's composed operations.
-    #[arg(long, value_enum, default_value_t = KernelsArg::Fused)]
-    kernels: KernelsArg,
-}
-
-/// `--kernels`.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum KernelsArg {
-    /// burn's own operations, composed (the specification).
-    Reference,
-    /// One fused, parallel operation each.
-    Fused,
-}
-
-impl From<KernelsArg> for Kernels {
-    fn from(k: KernelsArg) -> Self {
-        match k {
-            KernelsArg::Reference => Kernels::Reference,
-            KernelsArg::Fused => Kernels::Fused,
-        }
-    }
+    #[arg(long, value_enum, default_value_t = Kernels::Fused)]
+    kernels: Kernels,
 }
 
 impl Common {
@@ -60,8 +42,8 @@ impl Common {
     /// flag is never accepted and ignored.
     fn fused_only(&self, command: &str) -> Result<(), String> {
         match self.kernels {
-            KernelsArg::Fused => Ok(()),
-            KernelsArg::Reference => Err(format!(
+            Kernels::Fused => Ok(()),
+            Kernels::Reference => Err(format!(
                 "--kernels reference applies to train and eval; {command} runs the fused kernels"
             )),
         }
@@ -206,7 +188,7 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
         },
         corpus: a.common.corpus(),
         device: a.common.device()?,
-        kernels: a.common.kernels.into(),
+        kernels: a.common.kernels,
     };
     let (info, _) = run_train(&run).map_err(err)?;
     Ok(format!(
@@ -293,7 +275,7 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
         per_position: a.per_position.clone(),
         progress: !a.common.quiet,
         corpus: a.common.corpus(),
-        kernels: a.common.kernels.into(),
+        kernels: a.common.kernels,
     };
     let variant = match (&scaling, info.model.rope_scaling) {
         (Some(s), _) => s.kind.name().to_string(),

@@ -286,6 +286,17 @@ struct AttentionState {
 }
 
 impl AttentionState {
+    /// Registers $(\partial q, \partial k, \partial v, \partial b)$ for the parents that
+    /// take part (`ids` of q, k, v and the bias).
+    fn register_grads(&self, grads: &mut Gradients, ids: [Option<NodeId>; 4], dout: &FlexTensor) {
+        let (dq, dk, dv, db) = self.grads(dout, ids[3].is_some());
+        for (id, g) in ids.into_iter().zip([Some(dq), Some(dk), Some(dv), db]) {
+            if let (Some(id), Some(g)) = (id, g) {
+                grads.register::<Flex>(id, g);
+            }
+        }
+    }
+
     /// $(\partial q, \partial k, \partial v, \partial b)$ from the output gradient.
     fn grads(
         &self,
@@ -342,14 +353,9 @@ impl Backward<Flex, 3> for AttentionBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [nq, nk, nv] = ops.parents;
+        let [nq, nk, nv] = ops.parents.map(|n| n.map(|n| n.id));
         let dout = grads.consume::<Flex>(&ops.node);
-        let (dq, dk, dv, _) = ops.state.grads(&dout, false);
-        for (node, g) in [(nq, dq), (nk, dk), (nv, dv)] {
-            if let Some(node) = node {
-                grads.register::<Flex>(node.id, g);
-            }
-        }
+        ops.state.register_grads(grads, [nq, nk, nv, None], &dout);
     }
 }
 
@@ -365,17 +371,9 @@ impl Backward<Flex, 4> for BiasedAttentionBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [nq, nk, nv, nb] = ops.parents;
+        let ids = ops.parents.map(|n| n.map(|n| n.id));
         let dout = grads.consume::<Flex>(&ops.node);
-        let (dq, dk, dv, db) = ops.state.grads(&dout, nb.is_some());
-        for (node, g) in [(nq, dq), (nk, dk), (nv, dv)] {
-            if let Some(node) = node {
-                grads.register::<Flex>(node.id, g);
-            }
-        }
-        if let (Some(node), Some(db)) = (nb, db) {
-            grads.register::<Flex>(node.id, db);
-        }
+        ops.state.register_grads(grads, ids, &dout);
     }
 }
 
@@ -727,9 +725,4 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => prep.finish(flex(nll, &[rows])),
         }
     }
-}
-
-/// Whether every tensor given is `f32` (the only type the kernels take).
-pub fn all_f32(dtypes: &[DType]) -> bool {
-    dtypes.iter().all(|d| *d == DType::F32)
 }

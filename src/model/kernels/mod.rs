@@ -24,11 +24,11 @@ use burn::backend::{Dispatch, DispatchDevice};
 use burn::tensor::activation::{gelu, log_softmax};
 use burn::tensor::{Device, Int, Tensor};
 
-use crate::error::{invalid, Result};
 use extension::{FusedOps, ScoreBias};
 
 /// Which implementation of attention, GELU, LayerNorm and the loss a forward pass uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Kernels {
     /// burn's own operations, composed (the specification; any backend).
@@ -39,26 +39,6 @@ pub enum Kernels {
 }
 
 impl Kernels {
-    /// The name used on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernels::Reference => "reference",
-            Kernels::Fused => "fused",
-        }
-    }
-
-    /// Parses `reference` or `fused`.
-    ///
-    /// # Errors
-    /// For any other name.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "reference" => Ok(Kernels::Reference),
-            "fused" => Ok(Kernels::Fused),
-            other => Err(invalid("kernels", other, "reference or fused")),
-        }
-    }
-
     /// The kernels to use on `device`: `self`, except that the fused kernels exist only for
     /// the Flex CPU backend, so other devices get the reference.
     pub fn for_device(self, device: &Device) -> Self {
