@@ -10,7 +10,10 @@ use std::mem::MaybeUninit;
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
-use super::simd::{exp, multiversion, normal_cdf, FRAC_1_SQRT_2PI};
+use super::simd::{
+    dot, exp, exp_shifted_in_place, exp_shifted_sum, max, multiversion, normal_cdf, sum,
+    sum_squared_deviations, FRAC_1_SQRT_2PI, LANES,
+};
 
 /// Query rows per attention tile. Key columns past a tile's last row are masked for every row
 /// of the tile, so the products of a tile stop there: about $(T/L + 1)/2$ of the full
@@ -136,12 +139,8 @@ multiversion! {
                 }
             }
         }
-        let max = live.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        let mut sum = 0.0f32;
-        for s in live.iter_mut() {
-            *s = exp(*s - max);
-            sum += *s;
-        }
+        let max = max(live);
+        let sum = exp_shifted_in_place(live, max);
         let inv = 1.0 / sum;
         for s in live.iter_mut() {
             *s *= inv;
@@ -296,6 +295,13 @@ unsafe fn row<'a>((ptr, stride): HeadRows, i: usize, d: usize) -> &'a [f32] {
     unsafe { std::slice::from_raw_parts(ptr.add(i * stride), d) }
 }
 
+multiversion! {
+    /// $\sum_i a_i b_i$ of two rows.
+    fn dot_rows(a: &[f32], b: &[f32]) -> f32 {
+        dot(a, b)
+    }
+}
+
 /// $S = Q_{i_0..i_0+m} K_{0..n}^\top$ of one tile (`n = i0 + m`: the keys its rows can see),
 /// written into `s` `[m, n]` at row stride `n`.
 ///
@@ -398,9 +404,11 @@ pub fn attention_forward(
     let l = dims.len;
     let heads = dims.batch * dims.heads;
     let out_layout = HeadLayout::interleaved(&dims);
-    let mut out = vec![0.0f32; heads * l * dims.dim];
+    let n = heads * l * dims.dim;
+    // written row by row by the heads' P V products (no zero fill first)
+    let mut out: Vec<f32> = Vec::with_capacity(n);
     let mut lse = vec![0.0f32; heads * l];
-    let out_ptr = SharedMut(out.as_mut_ptr());
+    let out_ptr = SharedMut(out.spare_capacity_mut().as_mut_ptr().cast::<f32>());
     lse.par_chunks_mut(l.max(1)).enumerate().for_each_init(
         || vec![0.0f32; TILE * l],
         |scratch, (bh, lse)| {
@@ -421,6 +429,9 @@ pub fn attention_forward(
             }
         },
     );
+    // SAFETY: every head wrote all its L rows of D values (the P V product of each tile
+    // writes the tile's rows), and the heads cover the buffer.
+    unsafe { out.set_len(n) };
     (out, lse)
 }
 
@@ -497,9 +508,7 @@ unsafe fn attention_head_backward(
         for r in 0..m {
             let i = i0 + r;
             // SAFETY: row i of dout and out is in bounds.
-            let delta: f32 = unsafe { row(dout, i, d).iter().zip(row(out, i, d)) }
-                .map(|(a, b)| a * b)
-                .sum();
+            let delta = dot_rows(unsafe { row(dout, i, d) }, unsafe { row(out, i, d) });
             score_grad_row(
                 &mut dp[r * n..(r + 1) * n],
                 &p[r * n..(r + 1) * n],
@@ -579,12 +588,15 @@ pub fn attention_backward(
     assert!(lse.len() >= heads * l, "attention: log-sum-exp too short");
     let grad_layout = HeadLayout::interleaved(&dims);
     let n = heads * l * dims.dim;
-    let (mut dq, mut dk, mut dv) = (vec![0.0f32; n], vec![0.0f32; n], vec![0.0f32; n]);
-    let ptrs = (
-        SharedMut(dq.as_mut_ptr()),
-        SharedMut(dk.as_mut_ptr()),
-        SharedMut(dv.as_mut_ptr()),
+    // written by the heads (no zero fill first): dQ by each tile's product, dK and dV zeroed
+    // row by row and then accumulated
+    let (mut dq, mut dk, mut dv): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
     );
+    let uninit = |v: &mut Vec<f32>| SharedMut(v.spare_capacity_mut().as_mut_ptr().cast::<f32>());
+    let ptrs = (uninit(&mut dq), uninit(&mut dk), uninit(&mut dv));
     let with_bias = want_bias_grad && !matches!(bias, Bias::None);
     // dS of every head (summed over the batch afterwards for a per-head bias)
     let mut ds = if with_bias {
@@ -630,6 +642,12 @@ pub fn attention_backward(
         },
     );
     drop(ds_chunks);
+    // SAFETY: every head wrote all its rows of dq, dk and dv, and the heads cover the buffers.
+    unsafe {
+        dq.set_len(n);
+        dk.set_len(n);
+        dv.set_len(n);
+    }
     let bias_grad = match bias {
         Bias::Heads(_) if with_bias => {
             // sum over the batch, parallel over (head, row)
@@ -729,8 +747,8 @@ multiversion! {
     /// $(\mu, 1/\sigma)$.
     fn layer_norm_row(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, y: &mut [f32]) -> (f32, f32) {
         let n = x.len() as f32;
-        let mean = x.iter().sum::<f32>() / n;
-        let var = x.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / n;
+        let mean = sum(x) / n;
+        let var = sum_squared_deviations(x, mean) / n;
         let rstd = 1.0 / (var + eps).sqrt();
         for (((y, &x), &g), &b) in y.iter_mut().zip(x).zip(gamma).zip(beta) {
             *y = ((x - mean) * rstd).mul_add(g, b);
@@ -776,16 +794,32 @@ multiversion! {
     ) {
         let (mean, rstd) = stats;
         let n = x.len() as f32;
-        // a = mean(g dy), b = mean(g dy xhat)
-        let mut a = 0.0f32;
-        let mut b = 0.0f32;
-        for (((&x, &dy), &g), (dg, db)) in x.iter().zip(dy).zip(gamma).zip(dgamma.iter_mut().zip(dbeta.iter_mut())) {
-            let xhat = (x - mean) * rstd;
-            let gdy = g * dy;
+        // a = mean(g dy), b = mean(g dy xhat), over LANES partial sums each
+        let len = x.len();
+        let (dy, gamma) = (&dy[..len], &gamma[..len]);
+        let (dgamma, dbeta) = (&mut dgamma[..len], &mut dbeta[..len]);
+        let mut acc_a = [0.0f32; LANES];
+        let mut acc_b = [0.0f32; LANES];
+        let full = len / LANES * LANES;
+        for c in (0..full).step_by(LANES) {
+            for l in 0..LANES {
+                let i = c + l;
+                let xhat = (x[i] - mean) * rstd;
+                let gdy = gamma[i] * dy[i];
+                acc_a[l] += gdy;
+                acc_b[l] = gdy.mul_add(xhat, acc_b[l]);
+                dgamma[i] = dy[i].mul_add(xhat, dgamma[i]);
+                dbeta[i] += dy[i];
+            }
+        }
+        let (mut a, mut b) = (sum(&acc_a), sum(&acc_b));
+        for i in full..len {
+            let xhat = (x[i] - mean) * rstd;
+            let gdy = gamma[i] * dy[i];
             a += gdy;
-            b += gdy * xhat;
-            *dg = dy.mul_add(xhat, *dg);
-            *db += dy;
+            b = gdy.mul_add(xhat, b);
+            dgamma[i] = dy[i].mul_add(xhat, dgamma[i]);
+            dbeta[i] += dy[i];
         }
         a /= n;
         b /= n;
@@ -855,9 +889,8 @@ pub fn layer_norm_backward(
 multiversion! {
     /// $\log \sum_j e^{x_j}$ of one row.
     fn log_sum_exp_row(x: &[f32]) -> f32 {
-        let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let sum: f32 = x.iter().map(|&v| exp(v - max)).sum();
-        max + sum.ln()
+        let max = max(x);
+        max + exp_shifted_sum(x, max).ln()
     }
 }
 
@@ -925,15 +958,30 @@ fn block_rows(rows: usize) -> usize {
         .max(64)
 }
 
-/// `dst[rows, n] (+)= lhs[rows, k] rhs[k, n]` with the rows split into blocks computed in
-/// parallel, each by a single-threaded product (gemm's own threading gains little on these
-/// shapes). `rhs` is given by pointer and (row, column) strides; `lhs` and `dst` are row-major.
+/// A vector of `n` values written by `write` into its uninitialised storage (no zero fill
+/// first).
+///
+/// # Safety
+/// `write` must initialise every one of the `n` elements.
+unsafe fn written_by(n: usize, write: impl FnOnce(&mut [MaybeUninit<f32>])) -> Vec<f32> {
+    let mut v: Vec<f32> = Vec::with_capacity(n);
+    write(&mut v.spare_capacity_mut()[..n]);
+    // SAFETY: the caller's contract: every element was written.
+    unsafe { v.set_len(n) };
+    v
+}
+
+/// `dst[rows, n] = (bias +) lhs[rows, k] rhs[k, n]` with the rows split into blocks computed
+/// in parallel, each by a single-threaded product (gemm's own threading gains little on these
+/// shapes); a block's rows get the bias just before its product is added onto them. `rhs` is
+/// given by pointer and (row, column) strides; `lhs` and `dst` are row-major. Every element of
+/// `dst` is written.
 fn product_by_rows(
-    dst: &mut [f32],
+    dst: &mut [MaybeUninit<f32>],
     lhs: &[f32],
     rhs: (&[f32], usize, usize),
     (k, n): (usize, usize),
-    accumulate: bool,
+    bias: Option<&[f32]>,
 ) {
     if dst.is_empty() || n == 0 {
         return;
@@ -943,12 +991,21 @@ fn product_by_rows(
         .zip(lhs.par_chunks(block * k.max(1)))
         .for_each(|(dst, lhs)| {
             let m = dst.len() / n;
-            // SAFETY: dst is m x n and lhs m x k row-major; rhs covers k x n at its strides.
+            if let Some(b) = bias {
+                for row in dst.chunks_mut(n) {
+                    for (d, &v) in row.iter_mut().zip(b) {
+                        d.write(v);
+                    }
+                }
+            }
+            // SAFETY: dst is m x n (initialised when the product accumulates onto the bias,
+            // written by it otherwise) and lhs m x k row-major; rhs covers k x n at its
+            // strides.
             unsafe {
                 product(
                     (m, n, k),
-                    (dst.as_mut_ptr(), n, 1),
-                    accumulate,
+                    (dst.as_mut_ptr().cast::<f32>(), n, 1),
+                    bias.is_some(),
                     (lhs.as_ptr(), k, 1),
                     (rhs.0.as_ptr(), rhs.1, rhs.2),
                     1.0,
@@ -958,21 +1015,24 @@ fn product_by_rows(
 }
 
 /// An affine map of `x [rows, n_in]` by `w [n_in, n_out]` and `b [n_out]`: $y = xW + b$,
-/// `[rows, n_out]` (burn's `Linear` layout). The bias is written first and the product added
-/// onto it, so no separate pass adds it; blocks of rows run in parallel.
+/// `[rows, n_out]` (burn's `Linear` layout). Each block of rows gets the bias and then the
+/// product added onto it, so no separate pass adds it; blocks of rows run in parallel.
 pub fn linear_forward(x: &[f32], w: &[f32], b: Option<&[f32]>, n_in: usize) -> Vec<f32> {
     let n_out = w.len() / n_in.max(1);
     let rows = x.len() / n_in.max(1);
-    // the bias in every row (the product is added onto it), or zeros
-    let mut y = match b {
-        Some(b) => b.repeat(rows),
-        None => vec![0.0f32; rows * n_out],
-    };
     if rows == 0 || n_out == 0 || n_in == 0 {
-        return y;
+        return match b {
+            Some(b) => b.repeat(rows),
+            None => vec![0.0f32; rows * n_out],
+        };
     }
-    product_by_rows(&mut y, x, (w, n_out, 1), (n_in, n_out), b.is_some());
-    y
+    let b = b.map(|b| &b[..n_out]);
+    // SAFETY: product_by_rows writes every element of its destination.
+    unsafe {
+        written_by(rows * n_out, |y| {
+            product_by_rows(y, x, (w, n_out, 1), (n_in, n_out), b);
+        })
+    }
 }
 
 /// Gradients of [`linear_forward`]:
@@ -988,34 +1048,44 @@ pub fn linear_backward(
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let n_out = w.len() / n_in.max(1);
     let rows = x.len() / n_in.max(1);
-    let mut dx = vec![0.0f32; rows * n_in];
-    let mut dw = vec![0.0f32; n_in * n_out];
-    if rows > 0 && n_out > 0 && n_in > 0 {
+    let (dx, dw) = if rows > 0 && n_out > 0 && n_in > 0 {
         // dX = dY W^T: W^T [n_out, n_in] is w read with row stride 1, column stride n_out
-        product_by_rows(&mut dx, dy, (w, 1, n_out), (n_out, n_in), false);
+        // SAFETY: product_by_rows writes every element of its destination.
+        let dx = unsafe {
+            written_by(rows * n_in, |dx| {
+                product_by_rows(dx, dy, (w, 1, n_out), (n_out, n_in), None);
+            })
+        };
         // dW[i0..i1, :] = x[:, i0..i1]^T dY
         let block = n_in
             .div_ceil(2 * rayon::current_num_threads().max(1))
             .max(8);
-        dw.par_chunks_mut(block * n_out)
-            .enumerate()
-            .for_each(|(c, dw)| {
-                let i0 = c * block;
-                let m = dw.len() / n_out;
-                // SAFETY: x^T rows i0..i0+m are x's columns (stride n_in along rows of x);
-                // dy is rows x n_out; dw is m x n_out.
-                unsafe {
-                    product(
-                        (m, n_out, rows),
-                        (dw.as_mut_ptr(), n_out, 1),
-                        false,
-                        (x.as_ptr().add(i0), 1, n_in),
-                        (dy.as_ptr(), n_out, 1),
-                        1.0,
-                    );
-                }
-            });
-    }
+        let write_dw = |dw: &mut [MaybeUninit<f32>]| {
+            dw.par_chunks_mut(block * n_out)
+                .enumerate()
+                .for_each(|(c, dw)| {
+                    let i0 = c * block;
+                    let m = dw.len() / n_out;
+                    // SAFETY: x^T rows i0..i0+m are x's columns (stride n_in along rows of x);
+                    // dy is rows x n_out; dw is m x n_out.
+                    unsafe {
+                        product(
+                            (m, n_out, rows),
+                            (dw.as_mut_ptr().cast::<f32>(), n_out, 1),
+                            false,
+                            (x.as_ptr().add(i0), 1, n_in),
+                            (dy.as_ptr(), n_out, 1),
+                            1.0,
+                        );
+                    }
+                });
+        };
+        // SAFETY: every block of rows of dW is written by its product (not accumulated).
+        let dw = unsafe { written_by(n_in * n_out, write_dw) };
+        (dx, dw)
+    } else {
+        (vec![0.0f32; rows * n_in], vec![0.0f32; n_in * n_out])
+    };
     let db = if want_bias {
         column_sums(dy, n_out)
     } else {
