@@ -494,3 +494,97 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
         1e-2,
     );
 }
+
+/// The fused relative gather (rows and transposed) against burn's `gather` of the broadcast
+/// index: values and gradients, an index with repeated and unused columns, `R` above and
+/// below `L`; then central differences of the fused gradient.
+#[test]
+fn fused_relative_gather_matches_reference_and_finite_differences() {
+    use posenc::model::kernels::relative_gather_with;
+    let device = Device::flex().autodiff();
+    for (l, r) in [(5, 3), (9, 16), (33, 33)] {
+        let idx: Vec<i64> = (0..l * l)
+            .map(|e| ((e / l) * 7 + (e % l) * 3) as i64 % r as i64)
+            .collect();
+        let index = Tensor::<2, Int>::from_data(TensorData::new(idx, [l, l]), &device);
+        for transposed in [false, true] {
+            let run = |kernels: Kernels| {
+                let a = tensor([2, 3, l, r], 41, 1.0, &device);
+                let y = relative_gather_with(a.clone(), &index, transposed, kernels);
+                let grads = weighted_sum(y.clone(), 42).backward();
+                (to_vec(y), to_vec(a.grad(&grads).unwrap()))
+            };
+            let (yf, gf) = run(Kernels::Fused);
+            let (yr, gr) = run(Kernels::Reference);
+            let what = format!("relative gather L={l} R={r} transposed={transposed}");
+            assert_close(&format!("{what} values"), &yf, &yr);
+            assert_close(&format!("{what} da"), &gf, &gr);
+        }
+    }
+    // finite differences of the fused gradient (a linear map: exact up to rounding)
+    let (l, r) = (6, 4);
+    let idx: Vec<i64> = (0..l * l)
+        .map(|e| ((e % l + 2 * (e / l)) % r) as i64)
+        .collect();
+    let index = Tensor::<2, Int>::from_data(TensorData::new(idx, [l, l]), &device);
+    let x = values(2 * l * r, 43, 1.0);
+    let input = |v: &[f32]| {
+        Tensor::<4>::from_data(TensorData::new(v.to_vec(), [1, 2, l, r]), &device).require_grad()
+    };
+    for transposed in [false, true] {
+        let g = {
+            let t = input(&x);
+            let y = relative_gather_with(t.clone(), &index, transposed, Kernels::Fused);
+            to_vec(t.grad(&weighted_sum(y, 44).backward()).unwrap())
+        };
+        check_finite_differences(
+            &format!("relative gather{}", if transposed { " (T)" } else { "" }),
+            &x,
+            &g,
+            |v| {
+                let y = relative_gather_with(input(v), &index, transposed, Kernels::Fused);
+                f64::from(to_vec(weighted_sum(y, 44))[0])
+            },
+            1e-2,
+        );
+    }
+}
+
+/// Transformer-XL's shift done as the fused kernels do it, a gather at column $L - 1 - i + j$
+/// (the context's `xl_index`), equals the paper's pad-reshape-slice `rel_shift` on and below
+/// the diagonal, the part the causal mask keeps.
+#[test]
+fn xl_shift_index_gathers_what_rel_shift_shifts() {
+    use posenc::encodings::rope::RopeScaling;
+    use posenc::model::attention::rel_shift;
+    use posenc::model::kernels::relative_gather_with;
+    use posenc::model::PositionContext;
+    let device = Device::flex();
+    for l in [1, 7, 40] {
+        let c = ModelConfig {
+            scheme: Scheme::Xl,
+            ..ModelConfig::default()
+        };
+        let ctx = PositionContext::new(&c, l, RopeScaling::None, &device).unwrap();
+        let index = ctx
+            .xl_index
+            .clone()
+            .expect("XL context has its shift index");
+        let raw = tensor([2, 3, l, l], 51, 1.0, &device);
+        let gathered = to_vec(relative_gather_with(
+            raw.clone(),
+            &index,
+            false,
+            Kernels::Fused,
+        ));
+        let shifted = to_vec(rel_shift(raw));
+        for bh in 0..6 {
+            for i in 0..l {
+                for j in 0..=i {
+                    let at = bh * l * l + i * l + j;
+                    assert_eq!(gathered[at], shifted[at], "L={l} head {bh} ({i}, {j})");
+                }
+            }
+        }
+    }
+}

@@ -12,7 +12,9 @@ use burn::tensor::activation::softmax;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 use super::context::PositionContext;
-use super::kernels::{attention as fused_attention, rope_with, AttentionBias};
+use super::kernels::{
+    attention as fused_attention, relative_gather_with, rope_with, AttentionBias, Kernels,
+};
 
 /// A scheme's position terms for one layer, already combined with the layer's parameters.
 #[derive(Debug, Clone, Default)]
@@ -103,7 +105,7 @@ fn relative_terms(
     terms: &PositionTerms,
     ctx: &PositionContext,
 ) -> Option<Tensor<4>> {
-    let [b, h, _, dh] = q.dims();
+    let [_, h, _, dh] = q.dims();
     let mut total: Option<Tensor<4>> = None;
     let mut add = |t: Tensor<4>| {
         total = Some(match total.take() {
@@ -115,21 +117,31 @@ fn relative_terms(
         // (q_i + v) . r_delta for delta = L-1..0, then shifted, [B, H, L, L]
         let raw = (q.clone() + v_bias.clone().reshape([1, h, 1, dh]))
             .matmul(r.clone().swap_dims(1, 2).unsqueeze::<4>());
-        add(rel_shift(raw));
+        // the fused kernels gather raw[i, L-1-i+j] directly; the reference shifts
+        add(match &ctx.xl_index {
+            Some(index) if ctx.kernels == Kernels::Fused => {
+                relative_gather_with(raw, index, false, ctx.kernels)
+            }
+            _ => rel_shift(raw),
+        });
     }
     if let (Some((pos_key, pos_query)), Some(index)) = (&terms.deberta, &ctx.deberta_index) {
-        let idx = expand_index(index, b, h);
         // c2p: q_i . K^r_{idx_ij}
-        let c2p = q
-            .clone()
-            .matmul(pos_key.clone().swap_dims(1, 2).unsqueeze::<4>())
-            .gather(3, idx.clone());
-        // p2c: k_j . Q^r_{idx_ij}: gather with idx^T, then transpose
-        let p2c = k
-            .clone()
-            .matmul(pos_query.clone().swap_dims(1, 2).unsqueeze::<4>())
-            .gather(3, idx.swap_dims(2, 3))
-            .swap_dims(2, 3);
+        let c2p = relative_gather_with(
+            q.clone()
+                .matmul(pos_key.clone().swap_dims(1, 2).unsqueeze::<4>()),
+            index,
+            false,
+            ctx.kernels,
+        );
+        // p2c: k_j . Q^r_{idx_ij} (the transposed gather)
+        let p2c = relative_gather_with(
+            k.clone()
+                .matmul(pos_query.clone().swap_dims(1, 2).unsqueeze::<4>()),
+            index,
+            true,
+            ctx.kernels,
+        );
         add(c2p + p2c);
     }
     total

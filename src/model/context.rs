@@ -46,6 +46,10 @@ pub struct PositionContext {
     pub shaw_index: Option<Tensor<2, Int>>,
     /// Transformer-XL sinusoidal $R_\delta$ for $\delta = L-1, \dots, 0$, `[L, d_model]`.
     pub xl_r: Option<Tensor<2>>,
+    /// Transformer-XL's shift as a gather index: column $L - 1 - i + j$ of the raw
+    /// $(q_i + v) \cdot r$ scores holds distance $i - j$ (for $j \le i$; $L - 1$ above the
+    /// diagonal, which the causal mask removes), `[L, L]`.
+    pub xl_index: Option<Tensor<2, Int>>,
     /// T5 bucket of $j - i$ (causal), flattened `[L*L]`.
     pub t5_buckets: Option<Tensor<1, Int>>,
     /// DeBERTa index $\text{clip}(\text{bucket}(i - j) + s, 0, 2s - 1)$, `[L, L]`.
@@ -116,6 +120,7 @@ impl PositionContext {
             alibi: None,
             shaw_index: None,
             xl_r: None,
+            xl_index: None,
             t5_buckets: None,
             deberta_index: None,
             distance: None,
@@ -174,6 +179,10 @@ impl PositionContext {
                     SinusoidalLayout::Concatenated,
                 )?;
                 ctx.xl_r = Some(tensor2(&r, device));
+                let shift = Array2::from_shape_fn((len, len), |(i, j)| {
+                    (len - 1 + j).saturating_sub(i).min(len - 1)
+                });
+                ctx.xl_index = Some(index2(&shift, device));
             }
             Scheme::T5 | Scheme::Tupe => {
                 let buckets = T5Buckets::new(c.t5_num_buckets, c.t5_max_distance, false)?;

@@ -67,6 +67,46 @@ pub trait FusedOps: Backend {
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
     ) -> FloatTensor<Self>;
+
+    /// The relative-position gather of `a [B, H, L, R]` by a constant `index [L, L]`,
+    /// `[B, H, L, L]`: $a_{i, \text{index}_{ij}}$, or $a_{j, \text{index}_{ij}}$ when
+    /// `transposed` ([`cpu::relative_gather`]).
+    fn fused_relative_gather(
+        a: FloatTensor<Self>,
+        index: IntTensor<Self>,
+        transposed: bool,
+    ) -> FloatTensor<Self>;
+}
+
+/// The shape `[B, H, L, R]` of a gather's input, and its index as `usize` values.
+///
+/// # Panics
+/// When the index is not `[L, L]` or an entry is not below `R`: the model builds both, so
+/// either is a bug, not an input error.
+fn gather_parts(a: &FlexTensor, index: &FlexTensor) -> ([usize; 4], Vec<usize>) {
+    let s = a.layout().shape();
+    let dims = [s[0], s[1], s[2], s[3]];
+    let idx = indices(index);
+    assert!(
+        idx.len() == dims[2] * dims[2] && idx.iter().all(|&c| c < dims[3]),
+        "relative gather: index of {} entries for L = {}, R = {}",
+        idx.len(),
+        dims[2],
+        dims[3]
+    );
+    (dims, idx)
+}
+
+/// [`cpu::relative_gather`] on Flex tensors.
+fn relative_gather_flex(
+    a: &FlexTensor,
+    dims: [usize; 4],
+    idx: &[usize],
+    transposed: bool,
+) -> FlexTensor {
+    let [b, h, l, r] = dims;
+    let y = cpu::relative_gather(&values(a), idx, (l, r), transposed);
+    flex(y, &[b, h, l, l])
 }
 
 /// RoPE (or its adjoint) of a Flex `[B, H, L, D]` tensor, in `[B, L, H, D]` memory.
@@ -247,6 +287,11 @@ impl FusedOps for Flex {
         scale: f32,
     ) -> FlexTensor {
         attention_forward_flex(&q, &k, &v, &bias, scale).0
+    }
+
+    fn fused_relative_gather(a: FlexTensor, index: FlexTensor, transposed: bool) -> FlexTensor {
+        let (dims, idx) = gather_parts(&a, &index);
+        relative_gather_flex(&a, dims, &idx, transposed)
     }
 
     fn fused_gelu(x: FlexTensor) -> FlexTensor {
@@ -552,7 +597,47 @@ impl Backward<Flex, 1> for RopeBackward {
     }
 }
 
+#[derive(Debug)]
+struct RelativeGatherBackward;
+
+impl Backward<Flex, 1> for RelativeGatherBackward {
+    /// The input's shape `[B, H, L, R]`, the index and the direction.
+    type State = ([usize; 4], std::sync::Arc<Vec<usize>>, bool);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [node] = ops.parents;
+        let dy = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = node {
+            let ([b, h, l, r], idx, transposed) = ops.state;
+            let da = cpu::relative_gather_backward(&values(&dy), &idx, (l, r), transposed);
+            grads.register::<Flex>(node.id, flex(da, &[b, h, l, r]));
+        }
+    }
+}
+
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
+    fn fused_relative_gather(
+        a: FloatTensor<Self>,
+        index: IntTensor<Self>,
+        transposed: bool,
+    ) -> FloatTensor<Self> {
+        let (dims, idx) = gather_parts(a.primitive(), &index);
+        let y = relative_gather_flex(a.primitive(), dims, &idx, transposed);
+        match RelativeGatherBackward
+            .prepare::<C>([a.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((dims, std::sync::Arc::new(idx), transposed), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
     fn fused_rope(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,

@@ -165,6 +165,34 @@ pub fn rope_with(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>, kernels: Kernel
     }
 }
 
+/// The relative-position gather of `a [B, H, L, R]` by `index [L, L]` (entries below `R`),
+/// `[B, H, L, L]`: $y_{ij} = a_{i,\,\text{index}_{ij}}$, or $a_{j,\,\text{index}_{ij}}$ when
+/// `transposed` (DeBERTa's c2p and p2c, Transformer-XL's shift), with the chosen kernels: the
+/// fused one reads and writes each matrix once and scatters its gradient in one pass; the
+/// reference is burn's `gather` of the broadcast index (and `swap_dims` when transposed).
+pub fn relative_gather_with(
+    a: Tensor<4>,
+    index: &Tensor<2, Int>,
+    transposed: bool,
+    kernels: Kernels,
+) -> Tensor<4> {
+    if kernels == Kernels::Fused && is_flex(&a.device()) {
+        return Tensor::from_dispatch(<Dispatch as FusedOps>::fused_relative_gather(
+            a.into_dispatch(),
+            index.clone().into_dispatch(),
+            transposed,
+        ));
+    }
+    let [b, h, _, _] = a.dims();
+    let [l, m] = index.dims();
+    let idx = index.clone().unsqueeze::<4>().expand([b, h, l, m]);
+    if transposed {
+        a.gather(3, idx.swap_dims(2, 3)).swap_dims(2, 3)
+    } else {
+        a.gather(3, idx)
+    }
+}
+
 /// GELU with the chosen kernels.
 pub fn gelu_with(x: Tensor<3>, kernels: Kernels) -> Tensor<3> {
     if kernels == Kernels::Fused && is_flex(&x.device()) {
