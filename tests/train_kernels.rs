@@ -559,7 +559,7 @@ fn xl_shift_index_gathers_what_rel_shift_shifts() {
     use posenc::model::attention::rel_shift;
     use posenc::model::kernels::relative_gather_with;
     use posenc::model::PositionContext;
-    let device = Device::flex();
+    let device = Device::flex().autodiff();
     for l in [1, 7, 40] {
         let c = ModelConfig {
             scheme: Scheme::Xl,
