@@ -588,3 +588,62 @@ fn xl_shift_index_gathers_what_rel_shift_shifts() {
         }
     }
 }
+
+/// The fused interleaved rotation (xPos) against the composed rotation and permutation:
+/// values and gradients, separate tables for queries and keys; then central differences; and
+/// the permutation leaves every product $q' \cdot k'$ as the unpermuted rotation gives it.
+#[test]
+fn fused_pair_rotation_matches_reference_and_keeps_products() {
+    use posenc::model::attention::rotate_interleaved;
+    use posenc::model::kernels::rotate_pairs_with;
+    let device = Device::flex().autodiff();
+    let (b, h, l, d) = (2, 3, 7, 8);
+    let c = tensor([l, d / 2], 61, 1.0, &device);
+    let s = tensor([l, d / 2], 62, 1.0, &device);
+    let run = |kernels: Kernels| {
+        let x = tensor([b, h, l, d], 63, 1.0, &device);
+        let y = rotate_pairs_with(x.clone(), &c, &s, kernels);
+        let grads = weighted_sum(y.clone(), 64).backward();
+        (to_vec(y), to_vec(x.grad(&grads).unwrap()))
+    };
+    let (yf, gf) = run(Kernels::Fused);
+    let (yr, gr) = run(Kernels::Reference);
+    assert_close("pair rotation values", &yf, &yr);
+    assert_close("pair rotation dx", &gf, &gr);
+    // q' . k' of the permuted rotations equals that of the plain interleaved ones
+    let q = tensor([b, h, l, d], 65, 1.0, &device);
+    let k = tensor([b, h, l, d], 66, 1.0, &device);
+    let (kc, ks) = (
+        tensor([l, d / 2], 67, 1.0, &device),
+        tensor([l, d / 2], 68, 1.0, &device),
+    );
+    let permuted = rotate_pairs_with(q.clone(), &c, &s, Kernels::Fused)
+        .matmul(rotate_pairs_with(k.clone(), &kc, &ks, Kernels::Fused).swap_dims(2, 3));
+    let plain =
+        rotate_interleaved(q, &c, &s).matmul(rotate_interleaved(k, &kc, &ks).swap_dims(2, 3));
+    assert_close("pair rotation q'.k'", &to_vec(permuted), &to_vec(plain));
+    // finite differences
+    let x = values(b * h * l * d, 69, 1.0);
+    let input = |v: &[f32]| {
+        Tensor::<4>::from_data(TensorData::new(v.to_vec(), [b, h, l, d]), &device).require_grad()
+    };
+    let g = {
+        let t = input(&x);
+        let y = rotate_pairs_with(t.clone(), &c, &s, Kernels::Fused);
+        to_vec(t.grad(&weighted_sum(y, 70).backward()).unwrap())
+    };
+    check_finite_differences(
+        "pair rotation",
+        &x,
+        &g,
+        |v| {
+            f64::from(
+                to_vec(weighted_sum(
+                    rotate_pairs_with(input(v), &c, &s, Kernels::Fused),
+                    70,
+                ))[0],
+            )
+        },
+        1e-2,
+    );
+}

@@ -13,7 +13,8 @@ use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 use super::context::PositionContext;
 use super::kernels::{
-    attention as fused_attention, relative_gather_with, rope_with, AttentionBias, Kernels,
+    attention as fused_attention, relative_gather_with, rope_with, rotate_pairs_with,
+    AttentionBias, Kernels,
 };
 
 /// A scheme's position terms for one layer, already combined with the layer's parameters.
@@ -173,13 +174,18 @@ pub fn attend_fused(
         return None;
     }
     let [_, h, _, dh] = q.dims();
-    let (q, k) = match &ctx.rope {
+    let (q, k) = match (&ctx.rope, &ctx.xpos) {
         // one fused pass each, laid out as the fused attention reads them
-        Some((cos, sin)) => (
+        (Some((cos, sin)), _) => (
             rope_with(q, cos, sin, ctx.kernels),
             rope_with(k, cos, sin, ctx.kernels),
         ),
-        None => rotate(q, k, ctx),
+        // xPos: queries and keys rotated and permuted alike (q' . k' unchanged)
+        (_, Some([qc, qs, kc, ks])) => (
+            rotate_pairs_with(q, qc, qs, ctx.kernels),
+            rotate_pairs_with(k, kc, ks, ctx.kernels),
+        ),
+        _ => rotate(q, k, ctx),
     };
     let relative = relative_terms(&q, &k, terms, ctx);
     // content-free part of the bias, [H, L, L]

@@ -1119,25 +1119,51 @@ fn column_sums(a: &[f32], cols: usize) -> Vec<f32> {
 }
 
 multiversion! {
-    /// One row of RoPE in the half layout (`h = D/2`), forward:
-    /// $y_j = x_j c_j - x_{j+h} s_j$, $y_{j+h} = x_{j+h} c_{j+h} + x_j s_{j+h}$; backward
-    /// (`transpose`): $\partial x_j = g_j c_j + g_{j+h} s_{j+h}$,
-    /// $\partial x_{j+h} = g_{j+h} c_{j+h} - g_j s_j$.
-    fn rope_row(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32], transpose: bool) {
+    /// One row of a rotation with `cos`, `sin` `[D]` in the half layout (see [`rope_half`]).
+    /// With `pairs_interleaved` the forward reads the pairs $(x_{2j}, x_{2j+1})$ and writes
+    /// them in the half layout; the adjoint reads the half layout and writes the pairs back.
+    fn rope_row(
+        x: &[f32],
+        cos: &[f32],
+        sin: &[f32],
+        y: &mut [f32],
+        transpose: bool,
+        pairs_interleaved: bool,
+    ) {
         let h = x.len() / 2;
-        let (x1, x2) = x.split_at(h);
         let (c1, c2) = cos.split_at(h);
         let (s1, s2) = sin.split_at(h);
-        let (y1, y2) = y.split_at_mut(h);
-        if transpose {
-            for j in 0..h {
-                y1[j] = x1[j].mul_add(c1[j], x2[j] * s2[j]);
-                y2[j] = x2[j].mul_add(c2[j], -x1[j] * s1[j]);
+        match (transpose, pairs_interleaved) {
+            (false, false) => {
+                let (x1, x2) = x.split_at(h);
+                let (y1, y2) = y.split_at_mut(h);
+                for j in 0..h {
+                    y1[j] = x1[j].mul_add(c1[j], -x2[j] * s1[j]);
+                    y2[j] = x2[j].mul_add(c2[j], x1[j] * s2[j]);
+                }
             }
-        } else {
-            for j in 0..h {
-                y1[j] = x1[j].mul_add(c1[j], -x2[j] * s1[j]);
-                y2[j] = x2[j].mul_add(c2[j], x1[j] * s2[j]);
+            (true, false) => {
+                let (x1, x2) = x.split_at(h);
+                let (y1, y2) = y.split_at_mut(h);
+                for j in 0..h {
+                    y1[j] = x1[j].mul_add(c1[j], x2[j] * s2[j]);
+                    y2[j] = x2[j].mul_add(c2[j], -x1[j] * s1[j]);
+                }
+            }
+            (false, true) => {
+                let (y1, y2) = y.split_at_mut(h);
+                for j in 0..h {
+                    let (a, b) = (x[2 * j], x[2 * j + 1]);
+                    y1[j] = a.mul_add(c1[j], -b * s1[j]);
+                    y2[j] = b.mul_add(c2[j], a * s2[j]);
+                }
+            }
+            (true, true) => {
+                let (x1, x2) = x.split_at(h);
+                for j in 0..h {
+                    y[2 * j] = x1[j].mul_add(c1[j], x2[j] * s2[j]);
+                    y[2 * j + 1] = x2[j].mul_add(c2[j], -x1[j] * s1[j]);
+                }
             }
         }
     }
@@ -1148,6 +1174,11 @@ multiversion! {
 /// [`HeadLayout`]; the result in `[B, L, H, D]` memory ([`HeadLayout::interleaved`]), which
 /// the fused attention reads in place. Parallel over (batch, position).
 ///
+/// With `pairs_interleaved` the rotated pairs are $(x_{2j}, x_{2j+1})$ (the interleaved layout
+/// of xPos and the original RoPE) and the result holds them in the half layout: the rotation
+/// followed by one fixed permutation $P$ of the head dimensions, which changes no product
+/// $(P q') \cdot (P k') = q' \cdot k'$ when queries and keys both get it.
+///
 /// # Panics
 /// When `x` does not cover its layout, `D` is odd, or `cos`, `sin` are not `[L, D]`.
 pub fn rope_half(
@@ -1156,6 +1187,7 @@ pub fn rope_half(
     sin: &[f32],
     dims: AttentionDims,
     transpose: bool,
+    pairs_interleaved: bool,
 ) -> Vec<f32> {
     x.check(&dims, "x");
     let (h, l, d) = (dims.heads, dims.len, dims.dim);
@@ -1172,7 +1204,7 @@ pub fn rope_half(
             let (c, s) = (&cos[i * d..(i + 1) * d], &sin[i * d..(i + 1) * d]);
             for (hh, y) in y.chunks_mut(d).enumerate() {
                 let at = x.layout.start(b * h + hh, &dims) + i * x.layout.row;
-                rope_row(&x.data[at..at + d], c, s, y, transpose);
+                rope_row(&x.data[at..at + d], c, s, y, transpose, pairs_interleaved);
             }
         });
     y

@@ -61,11 +61,14 @@ pub trait FusedOps: Backend {
     /// $xW$ of `x [..., n_in]`, `w [n_in, n_out]` (no bias).
     fn fused_product(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
 
-    /// RoPE (half layout) of `x [B, H, L, D]` with constant `cos`, `sin` `[L, D]`.
+    /// RoPE (half layout) of `x [B, H, L, D]` with constant `cos`, `sin` `[L, D]`; with
+    /// `pairs_interleaved`, the pairs $(x_{2j}, x_{2j+1})$ rotated and written in the half
+    /// layout ([`cpu::rope_half`]).
     fn fused_rope(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
+        pairs_interleaved: bool,
     ) -> FloatTensor<Self>;
 
     /// The relative-position gather of `a [B, H, L, R]` by a constant `index [L, L]`,
@@ -110,10 +113,22 @@ fn relative_gather_flex(
 }
 
 /// RoPE (or its adjoint) of a Flex `[B, H, L, D]` tensor, in `[B, L, H, D]` memory.
-fn rope_flex(x: &FlexTensor, cos: &FlexTensor, sin: &FlexTensor, transpose: bool) -> FlexTensor {
+fn rope_flex(
+    x: &FlexTensor,
+    (cos, sin): (&FlexTensor, &FlexTensor),
+    transpose: bool,
+    pairs_interleaved: bool,
+) -> FlexTensor {
     let dims = dims4(x);
     let xb = HeadsBuf::new(x);
-    let y = cpu::rope_half(xb.heads(), &values(cos), &values(sin), dims, transpose);
+    let y = cpu::rope_half(
+        xb.heads(),
+        &values(cos),
+        &values(sin),
+        dims,
+        transpose,
+        pairs_interleaved,
+    );
     interleaved(y, &dims)
 }
 
@@ -275,8 +290,13 @@ impl FusedOps for Flex {
         linear_flex(&x, &w, None)
     }
 
-    fn fused_rope(x: FlexTensor, cos: FlexTensor, sin: FlexTensor) -> FlexTensor {
-        rope_flex(&x, &cos, &sin, false)
+    fn fused_rope(
+        x: FlexTensor,
+        cos: FlexTensor,
+        sin: FlexTensor,
+        pairs_interleaved: bool,
+    ) -> FlexTensor {
+        rope_flex(&x, (&cos, &sin), false, pairs_interleaved)
     }
 
     fn fused_attention(
@@ -579,8 +599,8 @@ impl Backward<Flex, 2> for ProductBackward {
 struct RopeBackward;
 
 impl Backward<Flex, 1> for RopeBackward {
-    /// cos and sin (constants).
-    type State = (FlexTensor, FlexTensor);
+    /// cos and sin (constants), and whether the pairs are interleaved.
+    type State = (FlexTensor, FlexTensor, bool);
 
     fn backward(
         self,
@@ -591,8 +611,11 @@ impl Backward<Flex, 1> for RopeBackward {
         let [node] = ops.parents;
         let dy = grads.consume::<Flex>(&ops.node);
         if let Some(node) = node {
-            let (cos, sin) = ops.state;
-            grads.register::<Flex>(node.id, rope_flex(&dy, &cos, &sin, true));
+            let (cos, sin, pairs_interleaved) = ops.state;
+            grads.register::<Flex>(
+                node.id,
+                rope_flex(&dy, (&cos, &sin), true, pairs_interleaved),
+            );
         }
     }
 }
@@ -642,15 +665,26 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
+        pairs_interleaved: bool,
     ) -> FloatTensor<Self> {
-        let y = rope_flex(x.primitive(), cos.primitive(), sin.primitive(), false);
+        let y = rope_flex(
+            x.primitive(),
+            (cos.primitive(), sin.primitive()),
+            false,
+            pairs_interleaved,
+        );
         match RopeBackward
             .prepare::<C>([x.node()])
             .compute_bound()
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                prep.finish((cos.primitive().clone(), sin.primitive().clone()), y)
+                let state = (
+                    cos.primitive().clone(),
+                    sin.primitive().clone(),
+                    pairs_interleaved,
+                );
+                prep.finish(state, y)
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         }

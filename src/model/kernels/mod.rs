@@ -159,10 +159,42 @@ pub fn rope_with(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>, kernels: Kernel
             x.into_dispatch(),
             cos.clone().into_dispatch(),
             sin.clone().into_dispatch(),
+            false,
         ))
     } else {
         crate::model::attention::rope_half(x, cos, sin)
     }
+}
+
+/// The interleaved rotation with scaling (xPos) of `x [B, H, L, D]`: pairs
+/// $(x_{2j}, x_{2j+1}) \mapsto (x_{2j} C - x_{2j+1} S,\ x_{2j+1} C + x_{2j} S)$ with
+/// $C, S$ `[L, D/2]` (constants), **written in the half layout** (first members, then second
+/// members): the rotation followed by one fixed permutation of the head dimensions, which
+/// leaves $q' \cdot k'$ unchanged when queries and keys both get it, so attention gives the
+/// same result. Fused: one parallel pass forward and one backward, laid out as the fused
+/// attention reads it; the reference composes [`crate::model::attention::rotate_interleaved`]
+/// and the permutation.
+pub fn rotate_pairs_with(
+    x: Tensor<4>,
+    c: &Tensor<2>,
+    s: &Tensor<2>,
+    kernels: Kernels,
+) -> Tensor<4> {
+    if kernels == Kernels::Fused && is_flex(&x.device()) {
+        let both = |t: &Tensor<2>| Tensor::cat(vec![t.clone(), t.clone()], 1).into_dispatch();
+        return Tensor::from_dispatch(<Dispatch as FusedOps>::fused_rope(
+            x.into_dispatch(),
+            both(c),
+            both(s),
+            true,
+        ));
+    }
+    let [b, h, l, d] = x.dims();
+    // [.., d/2, 2] -> [.., 2, d/2]: even dimensions first, then odd
+    crate::model::attention::rotate_interleaved(x, c, s)
+        .reshape([b, h, l, d / 2, 2])
+        .swap_dims(3, 4)
+        .reshape([b, h, l, d])
 }
 
 /// The relative-position gather of `a [B, H, L, R]` by `index [L, L]` (entries below `R`),
