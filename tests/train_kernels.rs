@@ -647,3 +647,101 @@ fn fused_pair_rotation_matches_reference_and_keeps_products() {
         1e-2,
     );
 }
+
+/// Attention with Shaw's relative values, fused against the composed reference (softmax,
+/// scatter of the weights per table row, two products): output and the gradients of q, k, v,
+/// the bias and the table, at lengths across the 32-row tile and with Shaw's clipped index
+/// (many keys per table row); then central differences of the table's and the bias's gradients.
+#[test]
+fn fused_attention_with_relative_values_matches_reference() {
+    use posenc::encodings::shaw::relative_index_matrix;
+    use posenc::model::kernels::attention_relative_values;
+    let device = Device::flex().autodiff();
+    let names = ["output", "dq", "dk", "dv", "dbias", "dtable"];
+    for ([b, h, l, d], clip) in [([2, 2, 5, 8], 2), ([1, 3, 45, 16], 4), ([2, 1, 70, 8], 32)] {
+        let idx: Vec<i64> = relative_index_matrix(l, l, clip)
+            .unwrap()
+            .iter()
+            .map(|&c| c as i64)
+            .collect();
+        let index = Tensor::<2, Int>::from_data(TensorData::new(idx, [l, l]), &device);
+        let rows = 2 * clip + 1;
+        let run = |kernels: Kernels| {
+            let q = tensor([b, h, l, d], 71, 1.0, &device);
+            let k = tensor([b, h, l, d], 72, 1.0, &device);
+            let v = tensor([b, h, l, d], 73, 1.0, &device);
+            let bias = tensor([b, h, l, l], 74, 2.0, &device);
+            let table = tensor([rows, d], 75, 1.0, &device);
+            let scale = 1.0 / (d as f32).sqrt();
+            let out = attention_relative_values(
+                q.clone(),
+                k.clone(),
+                v.clone(),
+                bias.clone(),
+                table.clone(),
+                &index,
+                scale,
+                kernels,
+            );
+            let grads = weighted_sum(out.clone(), 76).backward();
+            vec![
+                to_vec(out),
+                to_vec(q.grad(&grads).unwrap()),
+                to_vec(k.grad(&grads).unwrap()),
+                to_vec(v.grad(&grads).unwrap()),
+                to_vec(bias.grad(&grads).unwrap()),
+                to_vec(table.grad(&grads).unwrap()),
+            ]
+        };
+        let fused = run(Kernels::Fused);
+        let reference = run(Kernels::Reference);
+        for (i, (a, r)) in fused.iter().zip(&reference).enumerate() {
+            assert_close(
+                &format!("relative values [{b},{h},{l},{d}] {}", names[i]),
+                a,
+                r,
+            );
+        }
+    }
+    // finite differences of the table's gradient
+    let (b, h, l, d, clip) = (1, 2, 9, 4, 3);
+    let idx: Vec<i64> = relative_index_matrix(l, l, clip)
+        .unwrap()
+        .iter()
+        .map(|&c| c as i64)
+        .collect();
+    let index = Tensor::<2, Int>::from_data(TensorData::new(idx, [l, l]), &device);
+    let q = tensor([b, h, l, d], 81, 1.0, &device);
+    let k = tensor([b, h, l, d], 82, 1.0, &device);
+    let v = tensor([b, h, l, d], 83, 1.0, &device);
+    let bias = tensor([b, h, l, l], 84, 1.0, &device);
+    let x = values((2 * clip + 1) * d, 85, 1.0);
+    let loss = |t: Tensor<2>| {
+        let out = attention_relative_values(
+            q.clone(),
+            k.clone(),
+            v.clone(),
+            bias.clone(),
+            t,
+            &index,
+            0.5,
+            Kernels::Fused,
+        );
+        weighted_sum(out, 86)
+    };
+    let table = |v: &[f32]| {
+        Tensor::<2>::from_data(TensorData::new(v.to_vec(), [2 * clip + 1, d]), &device)
+            .require_grad()
+    };
+    let g = {
+        let t = table(&x);
+        to_vec(t.grad(&loss(t.clone()).backward()).unwrap())
+    };
+    check_finite_differences(
+        "relative values table",
+        &x,
+        &g,
+        |v| f64::from(to_vec(loss(table(v)))[0]),
+        1e-2,
+    );
+}

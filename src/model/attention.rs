@@ -13,8 +13,8 @@ use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 use super::context::PositionContext;
 use super::kernels::{
-    attention as fused_attention, relative_gather_with, rope_with, rotate_pairs_with,
-    AttentionBias, Kernels,
+    attention as fused_attention, attention_relative_values, relative_gather_with, rope_with,
+    rotate_pairs_with, AttentionBias, Kernels,
 };
 
 /// A scheme's position terms for one layer, already combined with the layer's parameters.
@@ -156,12 +156,12 @@ fn tupe_term(terms: &PositionTerms) -> Option<Tensor<3>> {
         .map(|(pq, pk)| pq.clone().matmul(pk.clone().swap_dims(1, 2)))
 }
 
-/// [`attend`]'s output through the fused attention operation
-/// ([`super::kernels::attention`]): rotations applied to $q, k$ first, Transformer-XL's $u$
-/// added to the queries, and every other term folded into one additive bias
-/// $c\, t_{ij} + b_{ij}$ (`[H, L, L]` when it does not depend on the content, `[B, H, L, L]`
-/// otherwise), whose gradient flows back to the scheme's parameters. `None` for Shaw's
-/// relative values, which need the weights $\alpha_{ij}$ themselves.
+/// [`attend`]'s output through the fused attention operations
+/// ([`super::kernels::attention`], [`super::kernels::attention_relative_values`]): rotations
+/// applied to $q, k$ first, Transformer-XL's $u$ added to the queries, every other score term
+/// folded into one additive bias $c\, t_{ij} + b_{ij}$ (`[H, L, L]` when it does not depend on
+/// the content, `[B, H, L, L]` otherwise), whose gradient flows back to the scheme's
+/// parameters, and Shaw's relative values added inside the attention.
 pub fn attend_fused(
     q: Tensor<4>,
     k: Tensor<4>,
@@ -169,10 +169,7 @@ pub fn attend_fused(
     terms: &PositionTerms,
     ctx: &PositionContext,
     scale: f32,
-) -> Option<Tensor<4>> {
-    if terms.shaw.is_some() {
-        return None;
-    }
+) -> Tensor<4> {
     let [_, h, _, dh] = q.dims();
     let (q, k) = match (&ctx.rope, &ctx.xpos) {
         // one fused pass each, laid out as the fused attention reads them
@@ -187,7 +184,16 @@ pub fn attend_fused(
         ),
         _ => rotate(q, k, ctx),
     };
-    let relative = relative_terms(&q, &k, terms, ctx);
+    let mut relative = relative_terms(&q, &k, terms, ctx);
+    if let (Some((keys, _)), Some(index)) = (&terms.shaw, &ctx.shaw_index) {
+        // Shaw's q_i . w^K_{idx_ij}: (q w^K^T)_{i, idx_ij}
+        let qw = q.clone().matmul(keys.clone().transpose().unsqueeze::<4>());
+        let t = relative_gather_with(qw, index, false, ctx.kernels);
+        relative = Some(match relative {
+            Some(sum) => sum + t,
+            None => t,
+        });
+    }
     // content-free part of the bias, [H, L, L]
     let mut heads = terms.bias.clone();
     if let Some(t) = tupe_term(terms) {
@@ -208,7 +214,12 @@ pub fn attend_fused(
         Some((_, u, _)) => q + u.clone().reshape([1, h, 1, dh]),
         None => q,
     };
-    Some(fused_attention(q, k, v, bias, scale))
+    match (&terms.shaw, &ctx.shaw_index, bias) {
+        (Some((_, values)), Some(index), AttentionBias::Batch(b)) => {
+            attention_relative_values(q, k, v, b, values.clone(), index, scale, ctx.kernels)
+        }
+        (_, _, bias) => fused_attention(q, k, v, bias, scale),
+    }
 }
 
 /// Causal attention of queries, keys and values `[B, H, L, d_h]` with the position terms of

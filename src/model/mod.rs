@@ -375,11 +375,7 @@ impl SelfAttention {
         let (q, k, v) = self.project(c, x, ctx.kernels);
         let terms = self.position_terms(c, ctx, tupe_p);
         let scale = c.score_scale();
-        let o = match attend_fused(q.clone(), k.clone(), v.clone(), &terms, ctx, scale) {
-            Some(o) => o,
-            // Shaw's relative values need the weights: the composed attention
-            None => attend(q, k, v, &terms, ctx, scale).output,
-        };
+        let o = attend_fused(q, k, v, &terms, ctx, scale);
         // [B, H, L, dh] -> [B, L, d]
         linear_with(&self.out, o.swap_dims(1, 2).reshape([b, l, d]), ctx.kernels)
     }

@@ -331,6 +331,49 @@ fn tile_bias(bias: Option<&[f32]>, i: usize, l: usize, n: usize) -> Option<&[f32
     bias.map(|b| &b[i * l..i * l + n])
 }
 
+/// Relative value vectors added to the attention output (Shaw et al.):
+/// $o_i \mathrel{+}= \sum_{j \le i} \alpha_{ij}\, a^V_{\text{index}_{ij}}$, with one table
+/// `[R, D]` shared by every head and one `index [L, L]` (entries below `R`).
+#[derive(Debug, Clone, Copy)]
+pub struct RelativeValues<'a> {
+    /// $a^V$, `[R, D]` row-major.
+    pub table: &'a [f32],
+    /// `[L, L]` row-major.
+    pub index: &'a [usize],
+    /// `R`.
+    pub rows: usize,
+}
+
+impl RelativeValues<'_> {
+    fn check(&self, dims: &AttentionDims) {
+        let (l, r) = (dims.len, self.rows);
+        assert!(
+            self.table.len() == r * dims.dim
+                && self.index.len() == l * l
+                && self.index.iter().all(|&c| c < r),
+            "attention: relative values need a [R, D] table and an [L, L] index below R"
+        );
+    }
+
+    /// The weights of each row of a tile summed per table row:
+    /// $S_{r c} = \sum_{j \le i:\ \text{index}_{ij} = c} p_{r j}$ for tile rows $i = i_0 + r$,
+    /// written into `sums [m, R]`.
+    fn band_sums(&self, p: &[f32], (i0, m, n, l): (usize, usize, usize, usize), sums: &mut [f32]) {
+        let rows = self.rows;
+        for r in 0..m {
+            let i = i0 + r;
+            let out = &mut sums[r * rows..(r + 1) * rows];
+            out.fill(0.0);
+            for (&c, &w) in self.index[i * l..i * l + i + 1]
+                .iter()
+                .zip(&p[r * n..r * n + i + 1])
+            {
+                out[c] += w;
+            }
+        }
+    }
+}
+
 /// Forward pass of one head: its output rows (through `out`, row stride `out.1`) and the
 /// log-sum-exp of every row `lse [L]`.
 ///
@@ -339,7 +382,7 @@ fn tile_bias(bias: Option<&[f32]>, i: usize, l: usize, n: usize) -> Option<&[f32
 #[allow(clippy::too_many_arguments)]
 unsafe fn attention_head_forward(
     (q, k, v): (HeadRows, HeadRows, HeadRows),
-    bias: Option<&[f32]>,
+    (bias, values): (Option<&[f32]>, Option<RelativeValues<'_>>),
     scale: f32,
     dims: &AttentionDims,
     out: HeadRowsMut,
@@ -347,6 +390,7 @@ unsafe fn attention_head_forward(
     scratch: &mut [f32],
 ) {
     let (l, d) = (dims.len, dims.dim);
+    let (scratch, sums) = scratch.split_at_mut(TILE * l);
     for i0 in (0..l).step_by(TILE) {
         let m = TILE.min(l - i0);
         // keys 0..n can be seen by some row of the tile
@@ -375,6 +419,22 @@ unsafe fn attention_head_forward(
                 1.0,
             );
         }
+        if let Some(rv) = values {
+            // O_tile += S a^V with S the weights summed per table row, [m, R]
+            let sums = &mut sums[..m * rv.rows];
+            rv.band_sums(s, (i0, m, n, l), sums);
+            // SAFETY: sums is m x R, the table R x D, out covers rows i0..i0+m.
+            unsafe {
+                product(
+                    (m, d, rv.rows),
+                    (out.0.add(i0 * out.1), out.1, 1),
+                    true,
+                    (sums.as_ptr(), rv.rows, 1),
+                    (rv.table.as_ptr(), d, 1),
+                    1.0,
+                );
+            }
+        }
     }
 }
 
@@ -393,7 +453,7 @@ unsafe fn attention_head_forward(
 /// When a buffer does not cover its layout or a bias does not match `dims`.
 pub fn attention_forward(
     (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
-    bias: Bias<'_>,
+    (bias, values): (Bias<'_>, Option<RelativeValues<'_>>),
     scale: f32,
     dims: AttentionDims,
 ) -> (Vec<f32>, Vec<f32>) {
@@ -401,6 +461,10 @@ pub fn attention_forward(
     k.check(&dims, "k");
     v.check(&dims, "v");
     bias.check(&dims);
+    if let Some(rv) = &values {
+        rv.check(&dims);
+    }
+    let value_rows = values.map_or(0, |rv| rv.rows);
     let l = dims.len;
     let heads = dims.batch * dims.heads;
     let out_layout = HeadLayout::interleaved(&dims);
@@ -410,7 +474,7 @@ pub fn attention_forward(
     let mut lse = vec![0.0f32; heads * l];
     let out_ptr = SharedMut(out.spare_capacity_mut().as_mut_ptr().cast::<f32>());
     lse.par_chunks_mut(l.max(1)).enumerate().for_each_init(
-        || vec![0.0f32; TILE * l],
+        || vec![0.0f32; TILE * (l + value_rows)],
         |scratch, (bh, lse)| {
             // the whole wrapper moves into the closure (not its raw-pointer field)
             let out_ptr = &out_ptr;
@@ -419,7 +483,7 @@ pub fn attention_forward(
             unsafe {
                 attention_head_forward(
                     (q.head(bh, &dims), k.head(bh, &dims), v.head(bh, &dims)),
-                    bias.of_head(bh, &dims),
+                    (bias.of_head(bh, &dims), values),
                     scale,
                     &dims,
                     (out_ptr.0.add(out_layout.start(bh, &dims)), out_layout.row),
@@ -447,12 +511,17 @@ pub struct AttentionGrads {
     /// $\partial b$ in the bias's own shape (`[H, L, L]` summed over the batch, or
     /// `[B, H, L, L]`); empty without a bias.
     pub bias: Vec<f32>,
+    /// $\partial a^V$ of the relative values, `[R, D]`; empty without them.
+    pub values: Vec<f32>,
 }
 
 /// Per-thread buffers of the backward pass.
 struct BackwardScratch {
     p: Vec<f32>,
     dp: Vec<f32>,
+    /// `[TILE, R]`: the relative values' output gradient per table row, then the weights'
+    /// sums per table row.
+    sums: Vec<f32>,
 }
 
 /// Backward pass of one head, writing its rows of `dq`, `dk`, `dv` (interleaved row stride).
@@ -464,11 +533,11 @@ struct BackwardScratch {
 unsafe fn attention_head_backward(
     (q, k, v): (HeadRows, HeadRows, HeadRows),
     (out, dout, lse): (HeadRows, HeadRows, &[f32]),
-    bias: Option<&[f32]>,
+    (bias, values): (Option<&[f32]>, Option<RelativeValues<'_>>),
     scale: f32,
     dims: &AttentionDims,
     (dq, dk, dv): (HeadRowsMut, HeadRowsMut, HeadRowsMut),
-    mut dbias: Option<&mut [f32]>,
+    (mut dbias, mut dvalues): (Option<&mut [f32]>, Option<&mut [f32]>),
     scratch: &mut BackwardScratch,
 ) {
     let (l, d) = (dims.len, dims.dim);
@@ -503,6 +572,45 @@ unsafe fn attention_head_backward(
                 (v.0, 1, v.1),
                 1.0,
             );
+        }
+        if let (Some(rv), Some(dtable)) = (values, dvalues.as_deref_mut()) {
+            let rows = rv.rows;
+            let sums = &mut scratch.sums[..m * rows];
+            // dP_ij += dO_i . a^V_{index_ij}: G = dO_tile a^V^T [m, R], gathered per row
+            // SAFETY: dout covers rows i0..i0+m; the table is R x D; sums holds m x R.
+            unsafe {
+                product(
+                    (m, rows, d),
+                    (sums.as_mut_ptr(), rows, 1),
+                    false,
+                    (dout.0.add(i0 * dout.1), dout.1, 1),
+                    (rv.table.as_ptr(), 1, d),
+                    1.0,
+                );
+            }
+            for r in 0..m {
+                let i = i0 + r;
+                let g = &sums[r * rows..(r + 1) * rows];
+                for (dp, &c) in dp[r * n..r * n + i + 1]
+                    .iter_mut()
+                    .zip(&rv.index[i * l..i * l + i + 1])
+                {
+                    *dp += g[c];
+                }
+            }
+            // d a^V += S^T dO_tile with S the weights summed per table row
+            rv.band_sums(p, (i0, m, n, l), sums);
+            // SAFETY: S^T is R x m (sums read transposed), dout m x D, dtable R x D.
+            unsafe {
+                product(
+                    (rows, d, m),
+                    (dtable.as_mut_ptr(), d, 1),
+                    true,
+                    (sums.as_ptr(), 1, rows),
+                    (dout.0.add(i0 * dout.1), dout.1, 1),
+                    1.0,
+                );
+            }
         }
         // dS = P (dP - delta), delta_i = dO_i . O_i
         for r in 0..m {
@@ -567,7 +675,7 @@ unsafe fn attention_head_backward(
 pub fn attention_backward(
     (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
     (out, dout, lse): (Heads<'_>, Heads<'_>, &[f32]),
-    bias: Bias<'_>,
+    (bias, values): (Bias<'_>, Option<RelativeValues<'_>>),
     scale: f32,
     dims: AttentionDims,
     want_bias_grad: bool,
@@ -582,6 +690,10 @@ pub fn attention_backward(
         t.check(&dims, what);
     }
     bias.check(&dims);
+    if let Some(rv) = &values {
+        rv.check(&dims);
+    }
+    let value_rows = values.map_or(0, |rv| rv.rows);
     let l = dims.len;
     let ll = l * l;
     let heads = dims.batch * dims.heads;
@@ -609,39 +721,71 @@ pub fn attention_backward(
     } else {
         (0..heads).map(|_| None).collect()
     };
-    ds_chunks.par_iter_mut().enumerate().for_each_init(
-        || BackwardScratch {
-            p: vec![0.0f32; TILE * l],
-            dp: vec![0.0f32; TILE * l],
-        },
-        |scratch, (bh, dbias)| {
-            let ptrs = &ptrs;
-            let at = grad_layout.start(bh, &dims);
-            let stride = grad_layout.row;
-            // SAFETY: the layouts were checked; head bh writes only its own rows of dq, dk, dv.
-            unsafe {
-                attention_head_backward(
-                    (q.head(bh, &dims), k.head(bh, &dims), v.head(bh, &dims)),
-                    (
-                        out.head(bh, &dims),
-                        dout.head(bh, &dims),
-                        &lse[bh * l..(bh + 1) * l],
-                    ),
-                    bias.of_head(bh, &dims),
-                    scale,
-                    &dims,
-                    (
-                        (ptrs.0 .0.add(at), stride),
-                        (ptrs.1 .0.add(at), stride),
-                        (ptrs.2 .0.add(at), stride),
-                    ),
-                    dbias.as_deref_mut(),
-                    scratch,
-                );
-            }
-        },
-    );
+    // d a^V of every head, summed afterwards
+    let table_size = value_rows * dims.dim;
+    let mut dvalues = vec![
+        0.0f32;
+        if values.is_some() {
+            heads * table_size
+        } else {
+            0
+        }
+    ];
+    let mut dv_chunks: Vec<Option<&mut [f32]>> = if values.is_some() {
+        dvalues.chunks_mut(table_size.max(1)).map(Some).collect()
+    } else {
+        (0..heads).map(|_| None).collect()
+    };
+    ds_chunks
+        .par_iter_mut()
+        .zip(dv_chunks.par_iter_mut())
+        .enumerate()
+        .for_each_init(
+            || BackwardScratch {
+                p: vec![0.0f32; TILE * l],
+                dp: vec![0.0f32; TILE * l],
+                sums: vec![0.0f32; TILE * value_rows],
+            },
+            |scratch, (bh, (dbias, dtable))| {
+                let ptrs = &ptrs;
+                let at = grad_layout.start(bh, &dims);
+                let stride = grad_layout.row;
+                // SAFETY: the layouts were checked; head bh writes only its own rows of dq, dk, dv.
+                unsafe {
+                    attention_head_backward(
+                        (q.head(bh, &dims), k.head(bh, &dims), v.head(bh, &dims)),
+                        (
+                            out.head(bh, &dims),
+                            dout.head(bh, &dims),
+                            &lse[bh * l..(bh + 1) * l],
+                        ),
+                        (bias.of_head(bh, &dims), values),
+                        scale,
+                        &dims,
+                        (
+                            (ptrs.0 .0.add(at), stride),
+                            (ptrs.1 .0.add(at), stride),
+                            (ptrs.2 .0.add(at), stride),
+                        ),
+                        (dbias.as_deref_mut(), dtable.as_deref_mut()),
+                        scratch,
+                    );
+                }
+            },
+        );
     drop(ds_chunks);
+    drop(dv_chunks);
+    let values_grad = if values.is_some() {
+        let mut total = vec![0.0f32; table_size];
+        for head in dvalues.chunks(table_size.max(1)) {
+            for (t, &g) in total.iter_mut().zip(head) {
+                *t += g;
+            }
+        }
+        total
+    } else {
+        Vec::new()
+    };
     // SAFETY: every head wrote all its rows of dq, dk and dv, and the heads cover the buffers.
     unsafe {
         dq.set_len(n);
@@ -673,6 +817,7 @@ pub fn attention_backward(
         k: dk,
         v: dv,
         bias: bias_grad,
+        values: values_grad,
     }
 }
 

@@ -12,7 +12,8 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{backend_extension, Autodiff, Backend, ExtensionType, Flex};
 use burn::tensor::{DType, Shape, TensorData};
 
-use super::cpu::{self, AttentionDims, Bias, HeadLayout, Heads};
+use super::cpu::{self, AttentionDims, Bias, HeadLayout, Heads, RelativeValues};
+use std::sync::Arc;
 
 /// An additive attention-score bias, in one of the two shapes the schemes produce.
 #[derive(ExtensionType)]
@@ -69,6 +70,20 @@ pub trait FusedOps: Backend {
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
         pairs_interleaved: bool,
+    ) -> FloatTensor<Self>;
+
+    /// [`FusedOps::fused_attention`] with a per-sequence bias `[B, H, L, L]` and relative
+    /// value vectors (Shaw et al.): $o_i \mathrel{+}= \sum_{j \le i} \alpha_{ij}
+    /// a^V_{\text{index}_{ij}}$ with `table [R, D]` (shared by the heads, trainable) and a
+    /// constant `index [L, L]`.
+    fn fused_attention_relative_values(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        table: FloatTensor<Self>,
+        index: IntTensor<Self>,
+        scale: f32,
     ) -> FloatTensor<Self>;
 
     /// The relative-position gather of `a [B, H, L, R]` by a constant `index [L, L]`,
@@ -252,21 +267,50 @@ fn interleaved(values: Vec<f32>, dims: &AttentionDims) -> FlexTensor {
     ))
 }
 
+/// Relative value vectors as the attention kernels take them: the table `[R, D]` and the
+/// index `[L, L]`.
+type ValuesParts = (FlexTensor, Arc<Vec<usize>>);
+
+/// The index of relative values as `usize` values, checked against the table's rows.
+///
+/// # Panics
+/// When an entry is not below `R`: the model builds the index, so that is a bug.
+fn value_index(table: &FlexTensor, index: &FlexTensor) -> Arc<Vec<usize>> {
+    let rows = table.layout().shape()[0];
+    let idx = indices(index);
+    assert!(
+        idx.iter().all(|&c| c < rows),
+        "relative values: index entry not below R = {rows}"
+    );
+    Arc::new(idx)
+}
+
 /// The forward pass on Flex tensors: output and log-sum-exp.
 fn attention_forward_flex(
-    q: &FlexTensor,
-    k: &FlexTensor,
-    v: &FlexTensor,
+    (q, k, v): (&FlexTensor, &FlexTensor, &FlexTensor),
     bias: &ScoreBias<Flex>,
+    rel_values: Option<&ValuesParts>,
     scale: f32,
 ) -> (FlexTensor, FlexTensor) {
     let dims = dims4(q);
     let (qb, kb, vb) = (HeadsBuf::new(q), HeadsBuf::new(k), HeadsBuf::new(v));
     let qkv = (qb.heads(), kb.heads(), vb.heads());
+    let table = rel_values.map(|(t, _)| values(t));
+    let rv = rel_values
+        .zip(table.as_deref())
+        .map(|((t, idx), table)| RelativeValues {
+            table,
+            index: idx,
+            rows: t.layout().shape()[0],
+        });
     let (out, lse) = match bias {
-        ScoreBias::None => cpu::attention_forward(qkv, Bias::None, scale, dims),
-        ScoreBias::Heads(b) => cpu::attention_forward(qkv, Bias::Heads(&values(b)), scale, dims),
-        ScoreBias::Batch(b) => cpu::attention_forward(qkv, Bias::Batch(&values(b)), scale, dims),
+        ScoreBias::None => cpu::attention_forward(qkv, (Bias::None, rv), scale, dims),
+        ScoreBias::Heads(b) => {
+            cpu::attention_forward(qkv, (Bias::Heads(&values(b)), rv), scale, dims)
+        }
+        ScoreBias::Batch(b) => {
+            cpu::attention_forward(qkv, (Bias::Batch(&values(b)), rv), scale, dims)
+        }
     };
     (
         interleaved(out, &dims),
@@ -306,7 +350,21 @@ impl FusedOps for Flex {
         bias: ScoreBias<Flex>,
         scale: f32,
     ) -> FlexTensor {
-        attention_forward_flex(&q, &k, &v, &bias, scale).0
+        attention_forward_flex((&q, &k, &v), &bias, None, scale).0
+    }
+
+    fn fused_attention_relative_values(
+        q: FlexTensor,
+        k: FlexTensor,
+        v: FlexTensor,
+        bias: FlexTensor,
+        table: FlexTensor,
+        index: FlexTensor,
+        scale: f32,
+    ) -> FlexTensor {
+        let idx = value_index(&table, &index);
+        let bias = ScoreBias::Batch(bias);
+        attention_forward_flex((&q, &k, &v), &bias, Some(&(table, idx)), scale).0
     }
 
     fn fused_relative_gather(a: FlexTensor, index: FlexTensor, transposed: bool) -> FlexTensor {
@@ -345,17 +403,28 @@ struct AttentionState {
     k: FlexTensor,
     v: FlexTensor,
     bias: Option<(FlexTensor, bool)>,
+    rel_values: Option<ValuesParts>,
     out: FlexTensor,
     lse: FlexTensor,
     scale: f32,
 }
 
+/// The gradients of the fused attention: $(\partial q, \partial k, \partial v)$, and of the
+/// bias and the relative values' table where they take part.
+type AttentionGradTensors = (
+    FlexTensor,
+    FlexTensor,
+    FlexTensor,
+    Option<FlexTensor>,
+    Option<FlexTensor>,
+);
+
 impl AttentionState {
-    /// Registers $(\partial q, \partial k, \partial v, \partial b)$ for the parents that
-    /// take part (`ids` of q, k, v and the bias).
-    fn register_grads(&self, grads: &mut Gradients, ids: [Option<NodeId>; 4], dout: &FlexTensor) {
-        let (dq, dk, dv, db) = self.grads(dout, ids[3].is_some());
-        for (id, g) in ids.into_iter().zip([Some(dq), Some(dk), Some(dv), db]) {
+    /// Registers $(\partial q, \partial k, \partial v, \partial b, \partial a^V)$ for the
+    /// parents that take part (`ids` of q, k, v, the bias and the relative values' table).
+    fn register_grads(&self, grads: &mut Gradients, ids: [Option<NodeId>; 5], dout: &FlexTensor) {
+        let (dq, dk, dv, db, dt) = self.grads(dout, ids[3].is_some());
+        for (id, g) in ids.into_iter().zip([Some(dq), Some(dk), Some(dv), db, dt]) {
             if let (Some(id), Some(g)) = (id, g) {
                 grads.register::<Flex>(id, g);
             }
@@ -363,11 +432,7 @@ impl AttentionState {
     }
 
     /// $(\partial q, \partial k, \partial v, \partial b)$ from the output gradient.
-    fn grads(
-        &self,
-        dout: &FlexTensor,
-        want_bias: bool,
-    ) -> (FlexTensor, FlexTensor, FlexTensor, Option<FlexTensor>) {
+    fn grads(&self, dout: &FlexTensor, want_bias: bool) -> AttentionGradTensors {
         let dims = dims4(&self.q);
         let (q, k, v) = (
             HeadsBuf::new(&self.q),
@@ -385,10 +450,20 @@ impl AttentionState {
             Some((b, false)) => Bias::Heads(b),
             Some((b, true)) => Bias::Batch(b),
         };
+        let table = self.rel_values.as_ref().map(|(t, _)| values(t));
+        let rv = self
+            .rel_values
+            .as_ref()
+            .zip(table.as_deref())
+            .map(|((t, idx), table)| RelativeValues {
+                table,
+                index: idx,
+                rows: t.layout().shape()[0],
+            });
         let g = cpu::attention_backward(
             (q.heads(), k.heads(), v.heads()),
             (out.heads(), dout.heads(), &lse),
-            bias,
+            (bias, rv),
             self.scale,
             dims,
             want_bias,
@@ -397,11 +472,16 @@ impl AttentionState {
             let s = b.layout().shape().to_vec();
             flex(g.bias, &s)
         });
+        let dtable = self.rel_values.as_ref().map(|(t, _)| {
+            let s = t.layout().shape().to_vec();
+            flex(g.values, &s)
+        });
         (
             interleaved(g.q, &dims),
             interleaved(g.k, &dims),
             interleaved(g.v, &dims),
             dbias,
+            dtable,
         )
     }
 }
@@ -420,7 +500,8 @@ impl Backward<Flex, 3> for AttentionBackward {
     ) {
         let [nq, nk, nv] = ops.parents.map(|n| n.map(|n| n.id));
         let dout = grads.consume::<Flex>(&ops.node);
-        ops.state.register_grads(grads, [nq, nk, nv, None], &dout);
+        ops.state
+            .register_grads(grads, [nq, nk, nv, None, None], &dout);
     }
 }
 
@@ -433,6 +514,25 @@ impl Backward<Flex, 4> for BiasedAttentionBackward {
     fn backward(
         self,
         ops: Ops<Self::State, 4>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [nq, nk, nv, nb] = ops.parents.map(|n| n.map(|n| n.id));
+        let dout = grads.consume::<Flex>(&ops.node);
+        ops.state
+            .register_grads(grads, [nq, nk, nv, nb, None], &dout);
+    }
+}
+
+#[derive(Debug)]
+struct RelativeValuesAttentionBackward;
+
+impl Backward<Flex, 5> for RelativeValuesAttentionBackward {
+    type State = AttentionState;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 5>,
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
@@ -503,7 +603,7 @@ struct NllBackward;
 
 impl Backward<Flex, 1> for NllBackward {
     /// Logits, targets, per-row log-sum-exp.
-    type State = (FlexTensor, std::sync::Arc<Vec<usize>>, FlexTensor);
+    type State = (FlexTensor, Arc<Vec<usize>>, FlexTensor);
 
     fn backward(
         self,
@@ -625,7 +725,7 @@ struct RelativeGatherBackward;
 
 impl Backward<Flex, 1> for RelativeGatherBackward {
     /// The input's shape `[B, H, L, R]`, the index and the direction.
-    type State = ([usize; 4], std::sync::Arc<Vec<usize>>, bool);
+    type State = ([usize; 4], Arc<Vec<usize>>, bool);
 
     fn backward(
         self,
@@ -656,7 +756,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => prep.finish((dims, std::sync::Arc::new(idx), transposed), y),
+            OpsKind::Tracked(prep) => prep.finish((dims, Arc::new(idx), transposed), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
@@ -735,14 +835,19 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 Some((b, false)) => ScoreBias::Heads(b.clone()),
                 Some((b, true)) => ScoreBias::Batch(b.clone()),
             };
-            let (out, lse) =
-                attention_forward_flex(q.primitive(), k.primitive(), v.primitive(), &b, scale);
+            let (out, lse) = attention_forward_flex(
+                (q.primitive(), k.primitive(), v.primitive()),
+                &b,
+                None,
+                scale,
+            );
             (
                 AttentionState {
                     q: q.primitive().clone(),
                     k: k.primitive().clone(),
                     v: v.primitive().clone(),
                     bias,
+                    rel_values: None,
                     out: out.clone(),
                     lse,
                     scale,
@@ -779,6 +884,48 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(state(Some((b.primitive().clone(), per_batch))).1)
             }
+        }
+    }
+
+    fn fused_attention_relative_values(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        table: FloatTensor<Self>,
+        index: IntTensor<Self>,
+        scale: f32,
+    ) -> FloatTensor<Self> {
+        let rel_values = (
+            table.primitive().clone(),
+            value_index(table.primitive(), &index),
+        );
+        let b = ScoreBias::Batch(bias.primitive().clone());
+        let (out, lse) = attention_forward_flex(
+            (q.primitive(), k.primitive(), v.primitive()),
+            &b,
+            Some(&rel_values),
+            scale,
+        );
+        match RelativeValuesAttentionBackward
+            .prepare::<C>([q.node(), k.node(), v.node(), bias.node(), table.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let state = AttentionState {
+                    q: q.primitive().clone(),
+                    k: k.primitive().clone(),
+                    v: v.primitive().clone(),
+                    bias: Some((bias.primitive().clone(), true)),
+                    rel_values: Some(rel_values),
+                    out: out.clone(),
+                    lse,
+                    scale,
+                };
+                prep.finish(state, out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(out),
         }
     }
 
@@ -829,7 +976,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
     fn fused_nll(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> FloatTensor<Self> {
         let shape = logits.primitive().layout().shape().to_vec();
         let vocab = shape[shape.len() - 1];
-        let t = std::sync::Arc::new(indices(&targets));
+        let t = Arc::new(indices(&targets));
         let (nll, lse) = cpu::nll_forward(&values(logits.primitive()), &t, vocab);
         let rows = t.len();
         match NllBackward

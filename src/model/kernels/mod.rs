@@ -95,6 +95,57 @@ pub fn attention(
     ))
 }
 
+/// Causal attention with a per-sequence score bias and relative value vectors (Shaw et al.):
+///
+/// ```math
+/// o_i = \sum_{j \le i} \alpha_{ij} \big(v_j + a^V_{\text{index}_{ij}}\big), \qquad
+/// \alpha_{ij} = \operatorname{softmax}_j(c\, q_i \cdot k_j + b_{ij}),
+/// ```
+///
+/// `bias [B, H, L, L]`, `table` $a^V$ `[R, D]` (shared by the heads), `index [L, L]` (entries
+/// below `R`). Fused: the weights summed per table row inside each tile (no `[B, H, L, L]`
+/// weights kept); the reference composes softmax, a scatter of the weights per table row and
+/// two products.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_relative_values(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    bias: Tensor<4>,
+    table: Tensor<2>,
+    index: &Tensor<2, Int>,
+    scale: f32,
+    kernels: Kernels,
+) -> Tensor<4> {
+    if kernels == Kernels::Fused && is_flex(&q.device()) {
+        return Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention_relative_values(
+            q.into_dispatch(),
+            k.into_dispatch(),
+            v.into_dispatch(),
+            bias.into_dispatch(),
+            table.into_dispatch(),
+            index.clone().into_dispatch(),
+            scale,
+        ));
+    }
+    let [b, h, l, _] = q.dims();
+    let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale) + bias;
+    let mask = Tensor::<2, burn::tensor::Bool>::tril_mask([l, l], 0, &scores.device())
+        .unsqueeze::<4>()
+        .expand([b, h, l, l]);
+    let probs = burn::tensor::activation::softmax(scores.mask_fill(mask, f32::NEG_INFINITY), 3);
+    // sum_r (sum_{j: index_ij = r} alpha_ij) a^V_r
+    let rows = table.dims()[0];
+    let idx = index.clone().unsqueeze::<4>().expand([b, h, l, l]);
+    let per_row = Tensor::<4>::zeros([b, h, l, rows], &probs.device()).scatter(
+        3,
+        idx,
+        probs.clone(),
+        burn::tensor::IndexingUpdateOp::Add,
+    );
+    probs.matmul(v) + per_row.matmul(table.unsqueeze::<4>())
+}
+
 /// The same attention composed of burn operations (matmul, mask, softmax, matmul).
 pub fn reference_attention(
     q: Tensor<4>,
