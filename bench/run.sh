@@ -10,7 +10,7 @@
 # torch is installed from PyPI on first use into target/bench-venv (or set TORCH_PYTHON to a
 # python that has it). Prints bytes/s of each (steps after the first), the ratio fused /
 # PyTorch, the peak resident memory of each process (GNU time), and the training time of the
-# default sweep projected from the fused throughput.
+# default sweep projected from the fused throughput of every scheme (measured at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-30}
@@ -34,7 +34,6 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *
   "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $STEPS steps of 32 x 128 bytes"
 printf "%-8s %12s %12s %12s %8s %8s %9s %9s %9s\n" scheme reference fused pytorch fused/ref fused/pt \
   ref_MiB fused_MiB pt_MiB
-rates=""
 for s in $SCHEMES; do
   for k in reference fused; do
     rm -rf "$OUT/ckpt-$s-$k"
@@ -51,23 +50,37 @@ for s in $SCHEMES; do
   printf "%-8s %12.0f %12.0f %12.0f %8s %8s %9d %9d %9d\n" "$s" "$ref" "$fused" "$torch" "$r1" "$r2" \
     $(( $(peak "$OUT/posenc-$s-reference.time") / 1024 )) $(( $(peak "$OUT/posenc-$s-fused.time") / 1024 )) \
     $(( $(peak "$OUT/torch-$s.time") / 1024 ))
-  rates="$rates $fused"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-# The default sweep trains every scheme for steps x batch x train_len bytes, plus the two RoPE
-# fine-tunes; the schemes not measured here are counted at the mean fused rate of those that were.
+# Every scheme on the fused path alone (no PyTorch peer for most of them), for the projection.
+ALL_SCHEMES=${ALL_SCHEMES:-"nope sinusoidal learned shaw xl t5 deberta tupe rope alibi xpos kerple fire"}
+echo "fused bytes/s of every scheme ($STEPS steps each):"
+all_rates=""
+for s in $ALL_SCHEMES; do
+  rm -rf "$OUT/ckpt-all-$s"
+  RAYON_NUM_THREADS=$THREADS "$BIN" train --scheme "$s" --steps "$STEPS" --warmup 5 \
+    --out "$OUT/ckpt-all-$s" --log-every 0 --quiet >"$OUT/posenc-all-$s.out" 2>&1
+  r=$(rate "$OUT/posenc-all-$s.out")
+  printf "  %-11s %8.0f\n" "$s" "$r"
+  all_rates="$all_rates $s=$r"
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The default sweep trains every scheme for steps x batch x train_len bytes, plus the RoPE
+# fine-tunes (at the RoPE rate), each at its own measured fused rate.
 "$BIN" sweep --print-config >"$OUT/sweep-config.json"
-python3 - "$OUT/sweep-config.json" $rates <<'EOF'
+python3 - "$OUT/sweep-config.json" $all_rates <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
-rates = [float(r) for r in sys.argv[2:]]
-mean = sum(rates) / len(rates)
+rates = {k: float(v) for k, v in (a.split("=") for a in sys.argv[2:])}
 t = c["train"]
 per_scheme = t["steps"] * t["batch"] * c["model"]["train_len"]
+seconds = sum(per_scheme / rates[s] for s in c["schemes"])
 total = per_scheme * len(c["schemes"])
 ft = c["finetune"]
-# each fine-tune trains at factor x the training length
-total += len(ft["kinds"]) * ft["steps"] * ft["batch"] * ft["factor"] * c["model"]["train_len"]
-print(f"default sweep: {total / 1e6:.1f} MB of training bytes; at {mean:.0f} bytes/s (mean fused rate above)"
-      f" {total / mean / 60:.1f} min of training on one job (evaluation not included)")
+# each fine-tune trains RoPE at factor x the training length
+ft_bytes = len(ft["kinds"]) * ft["steps"] * ft["batch"] * ft["factor"] * c["model"]["train_len"]
+total += ft_bytes
+seconds += ft_bytes / rates["rope"]
+print(f"default sweep: {total / 1e6:.1f} MB of training bytes; at each scheme's fused rate above"
+      f" {seconds / 60:.1f} min of training on one job (evaluation not included)")
 EOF
