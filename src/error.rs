@@ -33,8 +33,49 @@ pub enum Error {
         /// The number of positions the table covers (valid positions are `0..len`).
         len: usize,
     },
-    /// Reading or writing a file failed, or its content could not be parsed.
+    /// Reading or writing a file failed (the message names the file and the system's reason).
     Io(String),
+    /// A file was read but its content is not what it should be: JSON with an unknown key or a
+    /// value of the wrong type, a truncated weights file, a checkpoint of another model.
+    Format {
+        /// The file (or folder) read.
+        path: String,
+        /// What is wrong with it, with the parser's own message.
+        message: String,
+    },
+    /// Options that contradict each other or the state on disk (e.g. `--resume` with another
+    /// scheme than the checkpoint's, or `--out` naming a checkpoint without `--force`).
+    Conflict(String),
+    /// Training or evaluation produced numbers that are not finite (a diverged run); nothing is
+    /// saved from it.
+    NonFinite(String),
+    /// One step of a larger job failed: `context` names the step (`training t5`), `source` is
+    /// the error itself, kept whole ([`std::error::Error::source`] returns it).
+    Context {
+        /// The step that failed.
+        context: String,
+        /// Why.
+        source: Box<Error>,
+    },
+}
+
+impl Error {
+    /// Wraps `self` with the step of a larger job it happened in.
+    #[must_use]
+    pub fn context(self, context: impl Into<String>) -> Self {
+        Error::Context {
+            context: context.into(),
+            source: Box::new(self),
+        }
+    }
+
+    /// The innermost error, past every [`Error::Context`].
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::Context { source, .. } => source.root(),
+            other => other,
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -59,12 +100,23 @@ impl fmt::Display for Error {
                 "position {position} is out of range for {context}: it covers positions 0..{len} (0 to {})",
                 len.saturating_sub(1)
             ),
-            Error::Io(message) => write!(f, "{message}"),
+            Error::Io(message) | Error::Conflict(message) | Error::NonFinite(message) => {
+                write!(f, "{message}")
+            }
+            Error::Format { path, message } => write!(f, "{path}: {message}"),
+            Error::Context { context, source } => write!(f, "{context}: {source}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Context { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// `Result` with the crate's [`Error`] by default; a second parameter names another error
 /// type, so `Result<T, MyError>` needs no `std::result::Result`.
@@ -135,5 +187,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("[2, 4]"));
+    }
+
+    #[test]
+    fn context_keeps_the_cause() {
+        use std::error::Error as _;
+        let inner = invalid("lengths", 0, "at least 1");
+        let e = inner.clone().context("evaluating rope");
+        assert_eq!(
+            e.to_string(),
+            "evaluating rope: invalid lengths = 0: allowed is at least 1"
+        );
+        assert_eq!(e.root(), &inner);
+        assert_eq!(e.source().map(ToString::to_string), Some(inner.to_string()));
+        assert!(inner.source().is_none());
     }
 }

@@ -14,7 +14,6 @@
 //! last $L/2$ positions (the first window all of them), so every byte is scored once with at
 //! least $L/2$ bytes of context. One pass per length.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
@@ -23,14 +22,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::{read_split, window_starts};
 use crate::encodings::rope::RopeScaling;
+pub use crate::encodings::rope::ScalingKind;
 use crate::error::{invalid, Error, Result};
-use crate::model::checkpoint::write_atomic;
+use crate::model::checkpoint::{write_atomic, CheckpointInfo};
+use crate::model::config::MAX_LEN;
 use crate::model::{int_tensor, to_vec, Kernels, Lm, ModelConfig, PositionContext, Scheme};
+use crate::results::csv_bytes;
 pub use crate::results::ResultRow;
-use crate::train::CheckpointInfo;
 
 /// How windows are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Windows of the longest length, prefixes of length $L$ scored.
@@ -58,70 +60,6 @@ pub struct InferenceScaling {
     pub factor: Option<f64>,
 }
 
-/// The RoPE scalings of [`RopeScaling`], by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScalingKind {
-    /// Position interpolation.
-    Linear,
-    /// NTK-aware base change.
-    Ntk,
-    /// Dynamic NTK.
-    Dynamic,
-    /// YaRN.
-    Yarn,
-    /// Llama 3.1.
-    Llama3,
-}
-
-impl ScalingKind {
-    /// Parses `linear`, `ntk`, `dynamic`, `yarn`, `llama3`.
-    ///
-    /// # Errors
-    /// An unknown name.
-    pub fn parse(name: &str) -> Result<Self> {
-        Ok(match name {
-            "linear" | "pi" => Self::Linear,
-            "ntk" => Self::Ntk,
-            "dynamic" => Self::Dynamic,
-            "yarn" => Self::Yarn,
-            "llama3" => Self::Llama3,
-            other => {
-                return Err(invalid(
-                    "scaling",
-                    other,
-                    "linear, ntk, dynamic, yarn or llama3",
-                ))
-            }
-        })
-    }
-
-    /// The command-line name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Linear => "linear",
-            Self::Ntk => "ntk",
-            Self::Dynamic => "dynamic",
-            Self::Yarn => "yarn",
-            Self::Llama3 => "llama3",
-        }
-    }
-
-    /// The scaling with factor `factor` for a model trained at `train_len`.
-    pub fn scaling(&self, factor: f64, train_len: usize) -> RopeScaling {
-        match self {
-            Self::Linear => RopeScaling::Linear { factor },
-            Self::Ntk => RopeScaling::NtkAware { factor },
-            Self::Dynamic => RopeScaling::Dynamic {
-                factor,
-                original_max: train_len,
-            },
-            Self::Yarn => RopeScaling::yarn(factor, train_len),
-            Self::Llama3 => RopeScaling::llama3(factor, train_len),
-        }
-    }
-}
-
 /// What to evaluate.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
@@ -147,17 +85,29 @@ pub struct EvalOptions {
     pub kernels: Kernels,
 }
 
-/// Writes rows as CSV (atomically).
+/// Writes rows as CSV (atomically; [`csv_bytes`]).
 ///
 /// # Errors
 /// When the file cannot be written.
 pub fn write_csv(path: &Path, rows: &[ResultRow]) -> Result<()> {
-    let mut text = String::from(ResultRow::HEADER);
-    text.push('\n');
-    for r in rows {
-        let _ = writeln!(text, "{}", r.csv());
+    write_atomic(path, &csv_bytes(rows)?)
+}
+
+/// Checks the lengths and the window layout before any work: at least one length, each from
+/// 1 to [`MAX_LEN`].
+///
+/// # Errors
+/// [`Error::InvalidParameter`] naming `lengths` and the bound.
+pub fn check_lengths(lengths: &[usize]) -> Result<()> {
+    let bad = lengths.iter().find(|&&l| l == 0 || l > MAX_LEN);
+    if lengths.is_empty() || bad.is_some() {
+        return Err(invalid(
+            "lengths",
+            bad.map_or_else(|| "[]".to_string(), ToString::to_string),
+            format!("one or more lengths, each from 1 to {MAX_LEN}"),
+        ));
     }
-    write_atomic(path, text.as_bytes())
+    Ok(())
 }
 
 /// How the evaluation runs: the position context of each length and whether one pass serves
@@ -225,13 +175,7 @@ pub fn evaluate(
     device: &Device,
 ) -> Result<Vec<ResultRow>> {
     let c = &info.model;
-    if opts.lengths.is_empty() || opts.lengths.contains(&0) {
-        return Err(invalid(
-            "--lengths",
-            format!("{:?}", opts.lengths),
-            "positive lengths",
-        ));
-    }
+    check_lengths(&opts.lengths)?;
     let text = read_split(&opts.corpus, &opts.split)?;
     let plan = EvalPlan::new(c, opts)?;
     let l_max = *opts.lengths.iter().max().unwrap_or(&1);
@@ -409,7 +353,7 @@ fn window_losses(
     }
     bar.finish_and_clear();
     if rows.iter().flatten().any(|x| !x.is_finite()) {
-        return Err(Error::Io(format!(
+        return Err(Error::NonFinite(format!(
             "non-finite loss evaluating {} at length {l}",
             c.scheme
         )));
@@ -419,14 +363,20 @@ fn window_losses(
 
 /// The mean loss at each position over the windows, as CSV `position,nats_per_byte`.
 fn write_per_position(path: &Path, rows: &[Vec<f32>]) -> Result<()> {
+    #[derive(Serialize)]
+    struct Row {
+        position: usize,
+        nats_per_byte: f64,
+    }
     let l = rows.first().map_or(0, Vec::len);
     let n = rows.len().max(1) as f64;
-    let mut text = String::from("position,nats_per_byte\n");
-    for p in 0..l {
-        let mean = rows.iter().map(|r| f64::from(r[p])).sum::<f64>() / n;
-        let _ = writeln!(text, "{p},{mean:.6}");
-    }
-    write_atomic(path, text.as_bytes())
+    let means: Vec<Row> = (0..l)
+        .map(|position| Row {
+            position,
+            nats_per_byte: rows.iter().map(|r| f64::from(r[position])).sum::<f64>() / n,
+        })
+        .collect();
+    write_atomic(path, &csv_bytes(&means)?)
 }
 
 #[cfg(test)]

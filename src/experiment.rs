@@ -2,7 +2,14 @@
 //! checkpoint evaluated at every length; RoPE also with PI / NTK / dynamic NTK / YaRN / Llama3
 //! at inference and fine-tuned briefly at a longer length with PI and with YaRN. Results go
 //! to one CSV (rewritten after each model, so a partial sweep leaves partial results), and a
-//! finished checkpoint whose configuration matches is reused rather than retrained.
+//! finished checkpoint is reused rather than retrained when everything it was trained from is
+//! the same: model, training, precision, the training text (its digest) and, for a fine-tune,
+//! the weights it started from (their digest).
+//!
+//! The configuration is checked whole before any training: unknown keys, out-of-range values,
+//! lengths no window fits, output folders that cannot be written. Its default folders are under
+//! `target/sweep/`: the sweep writes under `data/` only when its configuration says so
+//! (`data/configs/sweep.json`, the shipped results).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -12,17 +19,22 @@ use std::time::Instant;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::data::{read_split, window_starts};
+use crate::error::{ensure, invalid, Error, Result};
 use crate::eval::{
-    evaluate, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow, ScalingKind,
+    check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow, ScalingKind,
 };
-use crate::model::checkpoint::{io_error, WeightDtype};
+use crate::model::checkpoint::{
+    digest, ensure_dir_writable, ensure_writable, file_digest, read_json, to_json, WeightDtype,
+    WEIGHTS_FILE,
+};
+use crate::model::config::MAX_LEN;
 use crate::model::{Kernels, ModelConfig, Scheme};
-use crate::train::{load_model, read_info, to_json, train, TrainConfig, TrainRun};
+use crate::train::{load_model, log_line, read_info, train, CheckpointInfo, TrainConfig, TrainRun};
 
 /// Evaluation settings of the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SweepEval {
     /// Lengths; default 128, 256, 512, 1024, 2048.
     pub lengths: Vec<usize>,
@@ -91,7 +103,7 @@ impl SweepEval {
 
 /// Fine-tuning of the RoPE checkpoint at a longer length.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SweepFinetune {
     /// Scalings to fine-tune with; default PI (`linear`) and YaRN.
     pub kinds: Vec<ScalingKind>,
@@ -121,9 +133,10 @@ impl Default for SweepFinetune {
 }
 
 /// The sweep's configuration (`posenc sweep --config FILE`, JSON; missing fields take the
-/// defaults, which are the shipped results' settings).
+/// defaults, which are the shipped results' settings except for the folders, under
+/// `target/sweep/`; unknown keys are an error).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SweepConfig {
     /// The model (its `scheme` is replaced by each scheme in turn).
     pub model: ModelConfig,
@@ -138,9 +151,11 @@ pub struct SweepConfig {
     pub rope_inference: Vec<ScalingKind>,
     /// RoPE fine-tunes.
     pub finetune: SweepFinetune,
-    /// Checkpoint folder; default `data/checkpoints`.
+    /// Checkpoint folder; default `target/sweep/checkpoints` (the shipped ones are in
+    /// `data/checkpoints`, written only by a configuration that names it).
     pub checkpoints: PathBuf,
-    /// Results CSV; default `data/results/ppl_vs_length.csv`.
+    /// Results CSV; default `target/sweep/results/ppl_vs_length.csv` (the shipped one is
+    /// `data/results/ppl_vs_length.csv`).
     pub results: PathBuf,
     /// Precision of saved weights; default f16.
     pub dtype: WeightDtype,
@@ -163,8 +178,8 @@ impl Default for SweepConfig {
                 ScalingKind::Llama3,
             ],
             finetune: SweepFinetune::default(),
-            checkpoints: "data/checkpoints".into(),
-            results: "data/results/ppl_vs_length.csv".into(),
+            checkpoints: "target/sweep/checkpoints".into(),
+            results: "target/sweep/results/ppl_vs_length.csv".into(),
             dtype: WeightDtype::F16,
             reuse: true,
         }
@@ -177,8 +192,98 @@ impl SweepConfig {
     /// # Errors
     /// An unreadable or invalid file.
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
-        serde_json::from_str(&text).map_err(|e| io_error(path, e))
+        read_json(path)
+    }
+
+    /// The RoPE model of a fine-tune with `kind`: the base model at `factor` times the length.
+    fn finetune_model(&self, kind: ScalingKind) -> ModelConfig {
+        let ft = &self.finetune;
+        let mut model = self.model.clone();
+        model.scheme = Scheme::Rope;
+        model.train_len = self.model.train_len.saturating_mul(ft.factor);
+        model.rope_scaling = kind.scaling(ft.factor as f64, self.model.train_len);
+        model
+    }
+
+    /// The training of a fine-tune.
+    fn finetune_train(&self) -> TrainConfig {
+        let ft = &self.finetune;
+        TrainConfig {
+            batch: ft.batch,
+            steps: ft.steps,
+            lr: ft.lr,
+            warmup: ft.warmup,
+            ..self.train.clone()
+        }
+    }
+
+    /// Checks every value before any work: each scheme's model and training, the lengths and
+    /// byte budgets of the evaluation, the fine-tunes.
+    ///
+    /// # Errors
+    /// The first invalid value, named by its key.
+    pub fn validate(&self) -> Result<()> {
+        for &scheme in &self.schemes {
+            let model = ModelConfig {
+                scheme,
+                ..self.model.clone()
+            };
+            model
+                .validate()
+                .and_then(|()| self.train.validate_for(&model))
+                .map_err(|e| e.context(format!("model of {scheme}")))?;
+        }
+        let e = &self.eval;
+        check_lengths(&e.lengths).map_err(|err| err.context("eval"))?;
+        ensure(
+            !e.modes.is_empty(),
+            "eval.modes",
+            "[]",
+            "nonoverlap, sliding or both",
+        )?;
+        ensure(
+            ["valid", "test"].contains(&e.split.as_str()),
+            "eval.split",
+            &e.split,
+            "valid or test",
+        )?;
+        let longest = e.lengths.iter().copied().max().unwrap_or(1);
+        for (name, budget) in [
+            ("eval.max_bytes", e.max_bytes),
+            ("eval.sliding_max_bytes", e.sliding_max_bytes),
+        ] {
+            if let Some(b) = budget {
+                ensure(
+                    b > longest,
+                    name,
+                    b,
+                    &format!("more than the longest length {longest} (one window of {} bytes), or null for all", longest + 1),
+                )?;
+            }
+        }
+        let ft = &self.finetune;
+        if !ft.kinds.is_empty() {
+            ensure(
+                ft.factor >= 1 && self.model.train_len.saturating_mul(ft.factor) <= MAX_LEN,
+                "finetune.factor",
+                ft.factor,
+                &format!(
+                    "at least 1, with train_len x factor at most {MAX_LEN} (train_len {})",
+                    self.model.train_len
+                ),
+            )?;
+            for &kind in &ft.kinds {
+                let model = self.finetune_model(kind);
+                model
+                    .validate()
+                    .and_then(|()| self.finetune_train().validate_for(&model))
+                    .map_err(|e| e.context(format!("fine-tune {kind}")))?;
+            }
+        }
+        if self.schemes.is_empty() && ft.kinds.is_empty() {
+            return Err(invalid("schemes", "[]", "at least one scheme or fine-tune"));
+        }
+        Ok(())
     }
 }
 
@@ -244,6 +349,34 @@ pub fn sweep(
     progress: bool,
     jobs: usize,
 ) -> Result<Vec<ResultRow>> {
+    // everything that can fail is checked before the first model trains
+    config.validate()?;
+    ensure_dir_writable(&config.checkpoints.join(Scheme::Rope.name()))?;
+    ensure_writable(&config.results)?;
+    ensure_writable(&per_position_path(config, "rope"))?;
+    let eval_text = read_split(corpus, &config.eval.split)?;
+    let longest = config.eval.lengths.iter().copied().max().unwrap_or(1);
+    for &mode in &config.eval.modes {
+        let budget = match mode {
+            Mode::Nonoverlap => config.eval.max_bytes,
+            Mode::Sliding => config.eval.sliding_max_bytes,
+        };
+        if window_starts(eval_text.len(), longest, longest, budget).is_empty() {
+            return Err(invalid(
+                "eval.lengths",
+                longest,
+                format!(
+                    "at most {} for the {} split ({} bytes)",
+                    budget
+                        .map_or(eval_text.len(), |b| b.min(eval_text.len()))
+                        .saturating_sub(1),
+                    config.eval.split,
+                    eval_text.len()
+                ),
+            ));
+        }
+    }
+    let corpus_digest = digest(&read_split(corpus, "train")?);
     let began = Instant::now();
     let mut items: Vec<Item> = config.schemes.iter().map(|&s| Item::Base(s)).collect();
     if config.schemes.contains(&Scheme::Rope) {
@@ -275,14 +408,14 @@ pub fn sweep(
                     break;
                 }
                 let item = items[i];
-                eprintln!("[{}/{total}] {} started", i + 1, item.name());
+                log_line(&format!("[{}/{total}] {} started", i + 1, item.name()));
                 let result = if item.needs_rope() && !wait_for_rope(&shared) {
-                    Err(Error::Io(
+                    Err(Error::Conflict(
                         "the RoPE checkpoint failed; its scalings and fine-tunes are skipped"
                             .into(),
                     ))
                 } else {
-                    run_item(config, item, corpus, device, progress)
+                    run_item(config, item, corpus, &corpus_digest, device, progress)
                 };
                 if item == Item::Base(Scheme::Rope) {
                     let (ready, cvar) = &shared.rope_ready;
@@ -300,8 +433,8 @@ pub fn sweep(
                         }
                     }
                     Err(e) => {
-                        eprintln!("[{}/{total}] {} failed: {e}", i + 1, item.name());
-                        lock(&shared.error).get_or_insert(e);
+                        log_line(&format!("[{}/{total}] {} failed: {e}", i + 1, item.name()));
+                        lock(&shared.error).get_or_insert(e.context(item.name()));
                     }
                 }
             });
@@ -311,11 +444,11 @@ pub fn sweep(
         return Err(e);
     }
     let (rows, _) = collect(&lock(&shared.finished));
-    eprintln!(
+    log_line(&format!(
         "sweep done in {:.1} min: {}",
         began.elapsed().as_secs_f64() / 60.0,
         config.results.display()
-    );
+    ));
     Ok(rows)
 }
 
@@ -345,6 +478,7 @@ fn run_item(
     config: &SweepConfig,
     item: Item,
     corpus: &Path,
+    corpus_digest: &str,
     device: &Device,
     progress: bool,
 ) -> Result<ItemResult> {
@@ -359,27 +493,21 @@ fn run_item(
                 &model,
                 &config.train,
                 &dir,
-                None,
+                TrainedFrom {
+                    corpus_digest,
+                    init: None,
+                },
                 corpus,
                 device,
                 progress,
-            )?;
+            )
+            .map_err(|e| e.context(format!("training {scheme}")))?;
             (dir, t)
         }
         Item::Inference(_) => (rope_dir, 0.0),
         Item::Finetune(kind) => {
-            let ft = &config.finetune;
-            let mut model = config.model.clone();
-            model.scheme = Scheme::Rope;
-            model.train_len = config.model.train_len * ft.factor;
-            model.rope_scaling = kind.scaling(ft.factor as f64, config.model.train_len);
-            let train_cfg = TrainConfig {
-                batch: ft.batch,
-                steps: ft.steps,
-                lr: ft.lr,
-                warmup: ft.warmup,
-                ..config.train.clone()
-            };
+            let model = config.finetune_model(kind);
+            let train_cfg = config.finetune_train();
             if !rope_dir.join("config.json").exists() {
                 return Err(Error::Io(format!(
                     "fine-tuning needs the RoPE checkpoint {}",
@@ -392,11 +520,15 @@ fn run_item(
                 &model,
                 &train_cfg,
                 &dir,
-                Some(&rope_dir),
+                TrainedFrom {
+                    corpus_digest,
+                    init: Some(&rope_dir),
+                },
                 corpus,
                 device,
                 progress,
-            )?;
+            )
+            .map_err(|e| e.context(format!("fine-tuning {}", item.name())))?;
             (dir, t)
         }
     };
@@ -423,7 +555,7 @@ fn run_item(
             device,
             progress,
         )
-        .map_err(|e| Error::Io(format!("evaluating {}: {e}", item.name())))?;
+        .map_err(|e| e.context(format!("evaluating {}", item.name())))?;
     let timing = SweepTiming {
         name: item.name(),
         train_seconds,
@@ -432,29 +564,83 @@ fn run_item(
     Ok((rows, timing))
 }
 
+/// What a checkpoint is trained from besides its configuration.
+#[derive(Clone, Copy)]
+struct TrainedFrom<'a> {
+    /// The digest of the training text.
+    corpus_digest: &'a str,
+    /// The checkpoint a fine-tune starts from.
+    init: Option<&'a Path>,
+}
+
+/// Why the checkpoint `info` cannot stand for a training of `model` with `train_cfg` from
+/// `from`, or `None` when it can.
+fn why_not_reusable(
+    config: &SweepConfig,
+    info: &CheckpointInfo,
+    model: &ModelConfig,
+    train_cfg: &TrainConfig,
+    from: TrainedFrom,
+) -> Result<Option<String>> {
+    if &info.model != model {
+        return Ok(Some("another model configuration".into()));
+    }
+    if &info.train != train_cfg {
+        return Ok(Some("another training configuration".into()));
+    }
+    if info.step != train_cfg.steps {
+        return Ok(Some(format!(
+            "{} of {} steps done",
+            info.step, train_cfg.steps
+        )));
+    }
+    if info.dtype != config.dtype {
+        return Ok(Some("another weight precision".into()));
+    }
+    if info.corpus_digest.as_deref() != Some(from.corpus_digest) {
+        return Ok(Some(match &info.corpus_digest {
+            None => "no record of the text it was trained on".into(),
+            Some(_) => "trained on another text".into(),
+        }));
+    }
+    if let Some(init) = from.init {
+        let base = file_digest(&init.join(WEIGHTS_FILE))?;
+        if info.init_digest.as_deref() != Some(base.as_str()) {
+            return Ok(Some(format!(
+                "fine-tuned from other weights than those now in {}",
+                init.display()
+            )));
+        }
+    }
+    Ok(None)
+}
+
 fn per_position_path(config: &SweepConfig, name: &str) -> PathBuf {
     let dir = config.results.parent().unwrap_or(Path::new("."));
     dir.join("per_position").join(format!("{name}.csv"))
 }
 
-/// Trains into `dir` unless a finished checkpoint with the same configuration is there;
-/// returns the training seconds (0 when reused).
+/// Trains into `dir` unless a finished checkpoint trained from the same everything is there
+/// ([`why_not_reusable`]); returns the training seconds (0 when reused).
 #[allow(clippy::too_many_arguments)]
 fn ensure_trained(
     config: &SweepConfig,
     model: &ModelConfig,
     train_cfg: &TrainConfig,
     dir: &Path,
-    init: Option<&Path>,
+    from: TrainedFrom,
     corpus: &Path,
     device: &Device,
     progress: bool,
 ) -> Result<f64> {
     if config.reuse {
         if let Ok(info) = read_info(dir) {
-            if &info.model == model && &info.train == train_cfg && info.step == train_cfg.steps {
-                eprintln!("  reusing {}", dir.display());
-                return Ok(0.0);
+            match why_not_reusable(config, &info, model, train_cfg, from)? {
+                None => {
+                    log_line(&format!("  reusing {}", dir.display()));
+                    return Ok(0.0);
+                }
+                Some(why) => log_line(&format!("  retraining {}: {why}", dir.display())),
             }
         }
     }
@@ -464,33 +650,35 @@ fn ensure_trained(
         train: train_cfg.clone(),
         out: dir.to_path_buf(),
         resume: false,
-        init: init.map(Path::to_path_buf),
+        // the configuration names this folder: its checkpoint is the sweep's to replace
+        overwrite: true,
+        init: from.init.map(Path::to_path_buf),
         stop_after: None,
+        save_every: 0,
         log_every: (train_cfg.steps / 6).max(1),
         progress,
         dtype: config.dtype,
         corpus: corpus.to_path_buf(),
         device: device.clone(),
         kernels: Kernels::default(),
-    })
-    .map_err(|e| Error::Io(format!("training {}: {e}", model.scheme)))?;
-    eprintln!(
+    })?;
+    log_line(&format!(
         "  {}: trained {} steps in {:.0} s, final train loss {:.3} nats/byte",
         dir.display(),
         info.step,
         info.train_seconds,
         info.final_train_loss.unwrap_or(f64::NAN)
-    );
+    ));
     Ok(t.elapsed().as_secs_f64())
 }
 
 fn print_rows(name: &str, rows: &[ResultRow]) {
-    eprintln!("{name}:");
+    log_line(&format!("{name}:"));
     for r in rows {
-        eprintln!(
+        log_line(&format!(
             "  {:<10} {:<9} {:<10} L={:<5} {:.4} ± {:.4} nats/byte ({} bytes)",
             r.scheme, r.variant, r.mode, r.eval_len, r.nats_per_byte, r.std_error, r.tokens_scored
-        );
+        ));
     }
 }
 

@@ -11,19 +11,22 @@
 //! the mean (over the block's queries) attention mass that falls on the key block, so every
 //! row of blocks sums to 1, like a row of $\alpha$.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use burn::tensor::Device;
+use serde::Serialize;
 
 use crate::data::read_split;
+use crate::dump::MAX_ROWS;
 use crate::encodings::t5::T5Buckets;
 use crate::error::{ensure, invalid, Result};
+use crate::model::checkpoint::CheckpointInfo;
+use crate::model::config::MAX_LEN;
 use crate::model::{int_tensor, to_vec, Lm, PositionContext, Scheme};
-use crate::train::CheckpointInfo;
+use crate::results::csv_bytes;
 
 /// One value of a learned T5 bias table.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct T5BiasRow {
     /// Layer, from 0.
     pub layer: usize,
@@ -37,16 +40,11 @@ pub struct T5BiasRow {
     pub bias: f32,
 }
 
-impl T5BiasRow {
-    /// The CSV header.
-    pub const HEADER: &'static str = "layer,head,relative_position,bucket,bias";
-}
-
 /// The learned bias $B[\text{bucket}(j - i), h]$ of every layer and head of a T5 (or TUPE)
 /// model, for relative positions `min..=max`.
 ///
 /// # Errors
-/// A model of another scheme, or `min > max`.
+/// A model of another scheme, `min > max`, or more than [`MAX_ROWS`] rows.
 pub fn t5_bias(model: &Lm, info: &CheckpointInfo, min: i64, max: i64) -> Result<Vec<T5BiasRow>> {
     let c = &info.model;
     ensure(
@@ -56,6 +54,19 @@ pub fn t5_bias(model: &Lm, info: &CheckpointInfo, min: i64, max: i64) -> Result<
         "a t5 or tupe checkpoint (the schemes with a learned bucket table)",
     )?;
     ensure(min <= max, "--min", min, &format!("at most --max = {max}"))?;
+    // (max - min + 1) rows per layer and head, in i128: no overflow for any i64 pair
+    let rows = (i128::from(max) - i128::from(min) + 1) * (c.layers * c.heads) as i128;
+    ensure(
+        rows <= MAX_ROWS as i128,
+        "--max - --min + 1",
+        format!(
+            "{} ({rows} rows for {} layers x {} heads)",
+            i128::from(max) - i128::from(min) + 1,
+            c.layers,
+            c.heads
+        ),
+        &format!("at most {MAX_ROWS} rows in all"),
+    )?;
     let buckets = T5Buckets::new(c.t5_num_buckets, c.t5_max_distance, false)?;
     let h = c.heads;
     let mut rows = Vec::new();
@@ -99,7 +110,7 @@ pub struct AttentionOptions {
 }
 
 /// One block of a pooled attention map.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AttentionCell {
     /// Layer, from 0.
     pub layer: usize,
@@ -113,16 +124,12 @@ pub struct AttentionCell {
     pub weight: f32,
 }
 
-impl AttentionCell {
-    /// The CSV header.
-    pub const HEADER: &'static str = "layer,head,query_block,key_block,weight";
-}
-
 /// The attention weights of every layer and head on windows of the corpus, pooled into
 /// $p \times p$ blocks (see the module documentation) and averaged over the windows.
 ///
 /// # Errors
-/// A block size that does not divide the length, no window, or a text too short.
+/// A length above [`MAX_LEN`], a block size that does not divide it, no window, more than
+/// [`MAX_ROWS`] cells, or windows past the end of the text.
 pub fn attention_map(
     model: &Lm,
     info: &CheckpointInfo,
@@ -131,23 +138,44 @@ pub fn attention_map(
 ) -> Result<Vec<AttentionCell>> {
     let c = &info.model;
     let (l, p) = (opts.length, opts.pool);
-    ensure(l >= 1, "--length", l, ">= 1")?;
+    ensure(
+        (1..=MAX_LEN).contains(&l),
+        "--length",
+        l,
+        &format!("1 to {MAX_LEN}"),
+    )?;
     ensure(
         p >= 1 && l % p == 0,
         "--pool",
         p,
         &format!("a divisor of --length = {l}"),
     )?;
+    let cells = (l / p)
+        .saturating_mul(l / p)
+        .saturating_mul(c.layers * c.heads);
+    ensure(
+        cells <= MAX_ROWS,
+        "--pool",
+        p,
+        &format!(
+            "large enough for at most {MAX_ROWS} cells ((length / pool)^2 x {} layers x {} heads = {cells})",
+            c.layers, c.heads
+        ),
+    )?;
     ensure(opts.windows >= 1, "--windows", opts.windows, ">= 1")?;
     let text = read_split(&opts.corpus, &opts.split)?;
-    let end = opts.offset + opts.windows * l;
-    if end > text.len() {
+    // offset + windows * length, checked: a huge offset must not wrap around
+    let end = opts
+        .windows
+        .checked_mul(l)
+        .and_then(|span| span.checked_add(opts.offset));
+    if end.is_none_or(|end| end > text.len()) {
         return Err(invalid(
             "--offset",
             opts.offset,
             format!(
                 "at most {} for {} windows of {l} bytes in the {} split ({} bytes)",
-                text.len().saturating_sub(opts.windows * l),
+                text.len().saturating_sub(opts.windows.saturating_mul(l)),
                 opts.windows,
                 opts.split,
                 text.len()
@@ -190,28 +218,18 @@ pub fn attention_map(
     Ok(cells)
 }
 
-/// T5 bias rows as CSV text (header included).
-pub fn t5_bias_csv(rows: &[T5BiasRow]) -> String {
-    let mut text = format!("{}\n", T5BiasRow::HEADER);
-    for r in rows {
-        let _ = writeln!(
-            text,
-            "{},{},{},{},{:.6}",
-            r.layer, r.head, r.relative_position, r.bucket, r.bias
-        );
-    }
-    text
+/// T5 bias rows as CSV (header `layer,head,relative_position,bucket,bias`).
+///
+/// # Errors
+/// As [`csv_bytes`].
+pub fn t5_bias_csv(rows: &[T5BiasRow]) -> Result<Vec<u8>> {
+    csv_bytes(rows)
 }
 
-/// Attention cells as CSV text (header included).
-pub fn attention_csv(cells: &[AttentionCell]) -> String {
-    let mut text = format!("{}\n", AttentionCell::HEADER);
-    for a in cells {
-        let _ = writeln!(
-            text,
-            "{},{},{},{},{:.6e}",
-            a.layer, a.head, a.query_block, a.key_block, a.weight
-        );
-    }
-    text
+/// Attention cells as CSV (header `layer,head,query_block,key_block,weight`).
+///
+/// # Errors
+/// As [`csv_bytes`].
+pub fn attention_csv(cells: &[AttentionCell]) -> Result<Vec<u8>> {
+    csv_bytes(cells)
 }

@@ -44,27 +44,67 @@ impl ResultRow {
             format!("{}/{}", self.scheme, self.variant)
         }
     }
+}
 
-    /// The CSV header.
-    pub const HEADER: &'static str = "scheme,variant,train_len,eval_len,mode,nats_per_byte,std_error,bits_per_byte,perplexity,tokens_scored,steps,params,seed";
+/// Rows of any serialisable record as CSV text: a header of the field names, then one line per
+/// row (written by the `csv` crate through serde, so text is quoted where it must be).
+///
+/// # Errors
+/// [`crate::Error::Format`] when a row cannot be written as CSV.
+#[cfg(feature = "train")]
+pub fn csv_bytes<T: Serialize>(rows: &[T]) -> crate::Result<Vec<u8>> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    for row in rows {
+        writer.serialize(row).map_err(|e| crate::Error::Format {
+            path: "CSV".into(),
+            message: e.to_string(),
+        })?;
+    }
+    writer.into_inner().map_err(|e| crate::Error::Format {
+        path: "CSV".into(),
+        message: e.to_string(),
+    })
+}
 
-    /// One CSV line (no newline).
-    pub fn csv(&self) -> String {
-        format!(
-            "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{},{}",
-            self.scheme,
-            self.variant,
-            self.train_len,
-            self.eval_len,
-            self.mode,
-            self.nats_per_byte,
-            self.std_error,
-            self.bits_per_byte,
-            self.perplexity,
-            self.tokens_scored,
-            self.steps,
-            self.params,
-            self.seed
-        )
+#[cfg(all(test, feature = "train"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_written_with_a_header_of_the_field_names() {
+        let row = ResultRow {
+            scheme: "rope".into(),
+            variant: "ft-yarn".into(),
+            train_len: 256,
+            eval_len: 512,
+            mode: "nonoverlap".into(),
+            nats_per_byte: 1.25,
+            std_error: 0.5,
+            bits_per_byte: 1.25 / std::f64::consts::LN_2,
+            perplexity: 1.25f64.exp(),
+            tokens_scored: 100,
+            steps: 600,
+            params: 826_112,
+            seed: 0,
+        };
+        let text = String::from_utf8(csv_bytes(&[row.clone(), row]).unwrap()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(
+            lines[0],
+            "scheme,variant,train_len,eval_len,mode,nats_per_byte,std_error,bits_per_byte,perplexity,tokens_scored,steps,params,seed"
+        );
+        assert!(
+            lines[1].starts_with("rope,ft-yarn,256,512,nonoverlap,1.25,0.5,"),
+            "{}",
+            lines[1]
+        );
+        // text that needs quoting is quoted
+        #[derive(Serialize)]
+        struct Labelled {
+            label: &'static str,
+        }
+        let text = csv_bytes(&[Labelled { label: "a,b" }]).unwrap();
+        assert_eq!(String::from_utf8(text).unwrap(), "label\n\"a,b\"\n");
     }
 }

@@ -1,13 +1,11 @@
 //! Training: AdamW with warm-up and cosine decay on random windows of the training split,
-//! checkpoints written atomically, exact resume.
+//! checkpoints written atomically at the end and every `save_every` steps, exact resume.
 //!
-//! A checkpoint is a folder:
-//! * `config.json`: [`CheckpointInfo`] (model and training configuration, step, parameter
-//!   count, dtype) — the model configuration is forced on resume and evaluation;
-//! * `model.safetensors`: the weights;
-//! * `state.json`: the loss curve and the parameter ids the optimizer state refers to;
-//! * `optimizer.bpk`: AdamW's moments (burnpack), only needed to resume.
+//! The checkpoint format is [`crate::model::checkpoint`]'s. Everything is checked before the
+//! first step: the configurations, the output folder (writable; an existing checkpoint is
+//! replaced only when asked), and on resume that nothing contradicts the checkpoint.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -16,117 +14,40 @@ use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::data::{read_split, train_batch};
-use crate::error::{Error, Result};
-use crate::model::checkpoint::{io_error, load_weights, save_weights, write_atomic, WeightDtype};
+use crate::error::{invalid, Error, Result};
+use crate::model::checkpoint::{self, digest, ensure_dir_writable, io_error, WeightDtype};
+pub use crate::model::checkpoint::{load_model, read_info, CheckpointInfo, TrainState};
+pub use crate::model::config::TrainConfig;
 use crate::model::{int_tensor, Kernels, Lm, ModelConfig, PositionContext};
-
-/// Optimisation hyper-parameters. Defaults: the sweep's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct TrainConfig {
-    /// Sequences per step; default 32.
-    pub batch: usize,
-    /// Total optimiser steps; default 600.
-    pub steps: usize,
-    /// Peak learning rate; default 3e-3.
-    pub lr: f64,
-    /// Linear warm-up steps; default 50.
-    pub warmup: usize,
-    /// Final learning rate as a fraction of the peak (cosine decay); default 0.1.
-    pub min_lr_ratio: f64,
-    /// AdamW weight decay; default 0.01.
-    pub weight_decay: f32,
-    /// Gradient-norm clipping; default 1.0.
-    pub grad_clip: f32,
-    /// Seed of the weights and of the data order; default 0.
-    pub seed: u64,
-}
-
-impl Default for TrainConfig {
-    fn default() -> Self {
-        Self {
-            batch: 32,
-            steps: 600,
-            lr: 3e-3,
-            warmup: 50,
-            min_lr_ratio: 0.1,
-            weight_decay: 0.01,
-            grad_clip: 1.0,
-            seed: 0,
-        }
-    }
-}
-
-impl TrainConfig {
-    /// The learning rate at `step` (0-based): linear warm-up, then cosine to
-    /// `min_lr_ratio * lr` at `steps`.
-    pub fn lr_at(&self, step: usize) -> f64 {
-        if step < self.warmup {
-            return self.lr * (step + 1) as f64 / self.warmup as f64;
-        }
-        let span = (self.steps.saturating_sub(self.warmup)).max(1) as f64;
-        let t = ((step - self.warmup) as f64 / span).min(1.0);
-        let cos = 0.5 * (1.0 + (std::f64::consts::PI * t).cos());
-        self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cos)
-    }
-}
-
-/// `config.json` of a checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointInfo {
-    /// The model.
-    pub model: ModelConfig,
-    /// How it was trained.
-    pub train: TrainConfig,
-    /// Steps done.
-    pub step: usize,
-    /// Trainable parameters.
-    pub params: usize,
-    /// Precision of `model.safetensors`.
-    pub dtype: WeightDtype,
-    /// The checkpoint this one was fine-tuned from, if any.
-    pub init_from: Option<String>,
-    /// Mean training loss over the last 20 steps, nats per byte.
-    pub final_train_loss: Option<f64>,
-    /// Wall time of the training so far, seconds.
-    pub train_seconds: f64,
-    /// Training throughput of the last run, bytes per second (steps after the first).
-    #[serde(default)]
-    pub tokens_per_second: Option<f64>,
-}
-
-/// `state.json` of a checkpoint.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TrainState {
-    /// Training loss of every step, nats per byte.
-    pub losses: Vec<f64>,
-    /// Parameter ids by name (the optimizer state is keyed by them).
-    pub param_ids: std::collections::BTreeMap<String, u64>,
-}
 
 /// Options of one training run.
 #[derive(Debug, Clone)]
 pub struct TrainRun {
-    /// The model to build (ignored on resume: the checkpoint's is used).
+    /// The model to build; on resume it must be the checkpoint's.
     pub model: ModelConfig,
-    /// Optimisation.
+    /// Optimisation; on resume it must be the checkpoint's except `steps`, which may extend
+    /// the training but not fall below the steps already done.
     pub train: TrainConfig,
     /// Checkpoint folder.
     pub out: PathBuf,
     /// Continue from the checkpoint in `out`.
     pub resume: bool,
+    /// Replace a checkpoint already in `out` (without it, a first training refuses to).
+    pub overwrite: bool,
     /// Start from the weights of another checkpoint (fine-tuning).
     pub init: Option<PathBuf>,
     /// Stop after this many steps of this invocation (a checkpoint is written).
     pub stop_after: Option<usize>,
+    /// Also write the checkpoint every this many steps (0: only at the end).
+    pub save_every: usize,
     /// Print a line every this many steps (0: never).
     pub log_every: usize,
     /// Show a progress bar.
     pub progress: bool,
-    /// Precision of the written weights.
+    /// Precision of the written weights; on resume it must be the checkpoint's.
     pub dtype: WeightDtype,
     /// The corpus folder.
     pub corpus: PathBuf,
@@ -136,124 +57,232 @@ pub struct TrainRun {
     pub kernels: Kernels,
 }
 
-/// Reads `config.json` of a checkpoint folder.
+/// A line on standard error; a closed stream is not an error (the training goes on).
+pub(crate) fn log_line(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
+}
+
+/// The keys whose values differ between two serialisable configurations, as
+/// `key = ours (checkpoint: theirs)`.
+fn differences<T: Serialize>(ours: &T, theirs: &T) -> Vec<String> {
+    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
+        (serde_json::to_value(ours), serde_json::to_value(theirs))
+    else {
+        return vec!["(unreadable configuration)".into()];
+    };
+    a.iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .map(|(k, v)| {
+            let theirs = b.get(k).map_or("missing".into(), ToString::to_string);
+            format!("{k} = {v} (checkpoint: {theirs})")
+        })
+        .collect()
+}
+
+/// Refuses a resume that contradicts the checkpoint `info` in `run.out`.
+fn check_resume(run: &TrainRun, info: &CheckpointInfo) -> Result<()> {
+    let out = run.out.display();
+    if run.init.is_some() {
+        return Err(Error::Conflict(format!(
+            "--init starts a fine-tune from another checkpoint and --resume continues {out}: give one of them"
+        )));
+    }
+    if run.train.steps < info.step {
+        return Err(invalid(
+            "steps",
+            run.train.steps,
+            format!(
+                "at least {}, the steps already done in {out} (a checkpoint is never rewound)",
+                info.step
+            ),
+        ));
+    }
+    let mut differ = differences(&run.model, &info.model);
+    let planned = TrainConfig {
+        steps: info.train.steps,
+        ..run.train.clone()
+    };
+    differ.extend(differences(&planned, &info.train));
+    if run.dtype != info.dtype {
+        differ.push(format!(
+            "dtype = {:?} (checkpoint: {:?})",
+            run.dtype, info.dtype
+        ));
+    }
+    if !differ.is_empty() {
+        return Err(Error::Conflict(format!(
+            "--resume continues {out} as it was trained, but {}",
+            differ.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses to train into `out` when it holds anything but a checkpoint, or a checkpoint and
+/// `overwrite` is false.
+fn check_target(out: &Path, overwrite: bool) -> Result<()> {
+    checkpoint::recover(out)?;
+    if !out.exists() {
+        return Ok(());
+    }
+    let entries: Vec<String> = std::fs::read_dir(out)
+        .map_err(|e| io_error(out, e))?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let foreign: Vec<&String> = entries
+        .iter()
+        .filter(|n| !checkpoint::FILES.contains(&n.as_str()))
+        .collect();
+    if !foreign.is_empty() {
+        let names: Vec<&str> = foreign.iter().map(|n| n.as_str()).collect();
+        return Err(Error::Conflict(format!(
+            "{} holds files that are not a checkpoint's ({}); choose another --out",
+            out.display(),
+            names.join(", ")
+        )));
+    }
+    if !entries.is_empty() && !overwrite {
+        let what = match read_info(out) {
+            Ok(i) => format!(
+                " ({}, step {} of {})",
+                i.model.scheme, i.step, i.train.steps
+            ),
+            Err(_) => String::new(),
+        };
+        return Err(Error::Conflict(format!(
+            "{} already holds a checkpoint{what}; --resume continues it, --force replaces it",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Everything a training run starts from.
+struct Start {
+    model: Lm,
+    info: CheckpointInfo,
+    state: TrainState,
+    optim: burn::optim::ModuleOptimizer,
+}
+
+/// The model, checkpoint info, state and optimiser to start from: the checkpoint's on resume,
+/// fresh ones (weights from `init` for a fine-tune) otherwise. Checks everything first.
+fn start(run: &TrainRun, device: &Device, corpus_digest: &str) -> Result<Start> {
+    if run.resume {
+        let info = read_info(&run.out)?;
+        check_resume(run, &info)?;
+        if let Some(d) = info
+            .corpus_digest
+            .as_deref()
+            .filter(|d| *d != corpus_digest)
+        {
+            return Err(Error::Conflict(format!(
+                "{} was trained on another text ({d}); the corpus {} is {corpus_digest}",
+                run.out.display(),
+                run.corpus.display()
+            )));
+        }
+        let mut state = checkpoint::read_state(&run.out)?;
+        let (model, info) = checkpoint::load(&run.out, device, Some(&state.param_ids))?;
+        let path = run.out.join(checkpoint::OPTIMIZER_FILE);
+        if !path.is_file() {
+            return Err(Error::Io(format!(
+                "{}: no optimizer state, so it cannot be resumed (start a fine-tune from it with --init)",
+                path.display()
+            )));
+        }
+        let optim = optimizer(&run.train)
+            .load(&path)
+            .map_err(|e| checkpoint::format_error(&path, format!("{e:?}")))?;
+        state.losses.truncate(info.step);
+        let mut info = info;
+        // the run's steps may extend the training; everything else is the checkpoint's
+        info.train.steps = run.train.steps;
+        return Ok(Start {
+            model,
+            info,
+            state,
+            optim,
+        });
+    }
+    check_target(&run.out, run.overwrite)?;
+    let mut model = Lm::new(&run.model, run.train.seed, device)?;
+    let mut info = CheckpointInfo::new(
+        run.model.clone(),
+        run.train.clone(),
+        model.num_params(),
+        run.dtype,
+    );
+    info.corpus_digest = Some(corpus_digest.to_string());
+    if let Some(init) = &run.init {
+        let from = read_info(init)?;
+        let mut expected = run.model.clone();
+        expected.train_len = from.model.train_len;
+        expected.rope_scaling = from.model.rope_scaling;
+        expected.max_positions = from.model.max_positions;
+        if expected != from.model {
+            return Err(Error::Conflict(format!(
+                "--init {}: its model ({}) differs from the one asked for ({}): {}",
+                init.display(),
+                from.model,
+                run.model,
+                differences(&expected, &from.model).join(", ")
+            )));
+        }
+        let (loaded, digest) = checkpoint::load_into(model, init)?;
+        model = loaded;
+        info.init_from = Some(init.display().to_string());
+        info.init_digest = Some(digest);
+    }
+    Ok(Start {
+        model,
+        info,
+        state: TrainState::default(),
+        optim: optimizer(&run.train),
+    })
+}
+
+/// Trains (or resumes, or fine-tunes) and writes the checkpoint (at the end, and every
+/// `save_every` steps); returns its info and loss curve.
 ///
 /// # Errors
-/// A missing or unparsable file.
-pub fn read_info(dir: &Path) -> Result<CheckpointInfo> {
-    let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
-    serde_json::from_str(&text).map_err(|e| io_error(&path, e))
-}
-
-fn read_state(dir: &Path) -> Result<TrainState> {
-    let path = dir.join("state.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
-    serde_json::from_str(&text).map_err(|e| io_error(&path, e))
-}
-
-/// Loads a checkpoint's model on `device` (no autodiff unless the device has it).
-///
-/// # Errors
-/// As [`read_info`] and [`load_weights`].
-pub fn load_model(dir: &Path, device: &Device) -> Result<(Lm, CheckpointInfo)> {
-    let info = read_info(dir)?;
-    let model = Lm::new(&info.model, info.train.seed, device)?;
-    let model = load_weights(model, &dir.join("model.safetensors"), None)?;
-    Ok((model, info))
-}
-
-fn save(
-    dir: &Path,
-    model: &Lm,
-    optim: &burn::optim::ModuleOptimizer,
-    info: &CheckpointInfo,
-    state: &mut TrainState,
-) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-    state.param_ids = save_weights(model, &dir.join("model.safetensors"), info.dtype)?;
-    let tmp = dir.join(format!(".optimizer.bpk.tmp-{}", std::process::id()));
-    optim
-        .save(&tmp)
-        .map_err(|e| io_error(&tmp, format!("{e:?}")))?;
-    std::fs::rename(&tmp, dir.join("optimizer.bpk")).map_err(|e| io_error(dir, e))?;
-    write_atomic(&dir.join("state.json"), to_json(state).as_bytes())?;
-    write_atomic(&dir.join("config.json"), to_json(info).as_bytes())
-}
-
-/// Pretty JSON with a final newline.
-pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
-}
-
-/// Trains (or resumes, or fine-tunes) and writes the checkpoint; returns its info and loss
-/// curve.
-///
-/// # Errors
-/// Bad configuration, unreadable corpus or checkpoint, a non-finite loss (with the step and a
-/// hint), or a failed write.
+/// Everything that can be checked is checked before the first step: bad configuration, an
+/// output folder that cannot be written or holds a checkpoint (unless `overwrite`), a resume
+/// that contradicts its checkpoint or would rewind it, an unreadable corpus or checkpoint. Then
+/// a non-finite loss or weights ([`Error::NonFinite`]: nothing is saved) or a failed write.
 pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
+    if !run.resume {
+        run.model.validate()?;
+        run.train.validate_for(&run.model)?;
+    } else {
+        run.train.validate()?;
+    }
+    ensure_dir_writable(&run.out)?;
     let device = run.device.clone().autodiff();
     let text = read_split(&run.corpus, "train")?;
-    let (mut model, mut info, mut state, mut optim) = if run.resume {
-        let info = read_info(&run.out)?;
-        let mut state = read_state(&run.out)?;
-        let model = Lm::new(&info.model, info.train.seed, &device)?;
-        let model = load_weights(
-            model,
-            &run.out.join("model.safetensors"),
-            Some(&state.param_ids),
-        )?;
-        let optim = optimizer(&run.train)
-            .load(run.out.join("optimizer.bpk"))
-            .map_err(|e| io_error(&run.out.join("optimizer.bpk"), format!("{e:?}")))?;
-        state.losses.truncate(info.step);
-        // the run's steps may extend the training; everything else is the checkpoint's
-        let mut info = info;
-        info.train.steps = run.train.steps;
-        (model, info, state, optim)
-    } else {
-        run.model.validate()?;
-        let mut model = Lm::new(&run.model, run.train.seed, &device)?;
-        if let Some(init) = &run.init {
-            let from = read_info(init)?;
-            let mut expected = run.model.clone();
-            expected.train_len = from.model.train_len;
-            expected.rope_scaling = from.model.rope_scaling;
-            expected.max_positions = from.model.max_positions;
-            if expected != from.model {
-                return Err(Error::Io(format!(
-                    "{}: its model ({}) differs from the one asked for ({})",
-                    init.display(),
-                    from.model,
-                    run.model
-                )));
-            }
-            model = load_weights(model, &init.join("model.safetensors"), None)?;
-        }
-        let info = CheckpointInfo {
-            model: run.model.clone(),
-            train: run.train.clone(),
-            step: 0,
-            params: model.num_params(),
-            dtype: run.dtype,
-            init_from: run.init.as_ref().map(|p| p.display().to_string()),
-            final_train_loss: None,
-            train_seconds: 0.0,
-            tokens_per_second: None,
-        };
-        (model, info, TrainState::default(), optimizer(&run.train))
-    };
+    let corpus_digest = digest(&text);
+    let Start {
+        mut model,
+        mut info,
+        mut state,
+        mut optim,
+    } = start(run, &device, &corpus_digest)?;
+    info.corpus_digest = Some(corpus_digest);
     let c = info.model.clone();
     let tc = info.train.clone();
+    tc.validate_for(&c)?;
     let ctx =
         PositionContext::new(&c, c.train_len, c.rope_scaling, &device)?.with_kernels(run.kernels);
     let start = info.step;
     let end = run
         .stop_after
-        .map_or(tc.steps, |n| (start + n).min(tc.steps));
+        .map_or(tc.steps, |n| start.saturating_add(n).min(tc.steps));
+    if end == start {
+        return Ok((info, state));
+    }
     let bar = progress_bar(run.progress, (end - start) as u64, &c);
     let tokens_per_step = (tc.batch * c.train_len) as f64;
+    let seconds_before = info.train_seconds;
     let began = Instant::now();
     let mut last = Instant::now();
     let mut after_first: Option<Instant> = None;
@@ -269,8 +298,8 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
         let value = f64::from(crate::model::to_vec(loss.clone())[0]);
         if !value.is_finite() {
             bar.abandon();
-            return Err(Error::Io(format!(
-                "training diverged: loss is {value} at step {step} (scheme {}, lr {:.2e}); lower --lr or raise --warmup",
+            return Err(Error::NonFinite(format!(
+                "training diverged: loss is {value} at step {step} (scheme {}, lr {:.2e}); nothing was saved from this run; lower --lr or raise --warmup",
                 c.scheme,
                 tc.lr_at(step)
             )));
@@ -294,21 +323,28 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
             if run.progress {
                 bar.println(msg);
             } else {
-                eprintln!("{msg}");
+                log_line(&msg);
+            }
+        }
+        let done = step + 1;
+        if done == end || (run.save_every > 0 && done % run.save_every == 0) {
+            info.step = done;
+            info.train_seconds = seconds_before + began.elapsed().as_secs_f64();
+            if let Some(t) = after_first.filter(|_| done > start + 1) {
+                info.tokens_per_second =
+                    Some(tokens_per_step * (done - start - 1) as f64 / t.elapsed().as_secs_f64());
+            }
+            let tail = &state.losses[state.losses.len().saturating_sub(20)..];
+            info.final_train_loss =
+                (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64);
+            if let Err(e) = checkpoint::save(&run.out, &model, Some(&optim), &mut info, &mut state)
+            {
+                bar.abandon();
+                return Err(e.context(format!("saving {} at step {done}", run.out.display())));
             }
         }
     }
     bar.finish_and_clear();
-    if let Some(t) = after_first.filter(|_| end > start + 1) {
-        info.tokens_per_second =
-            Some(tokens_per_step * (end - start - 1) as f64 / t.elapsed().as_secs_f64());
-    }
-    info.step = end;
-    info.train_seconds += began.elapsed().as_secs_f64();
-    let tail = &state.losses[state.losses.len().saturating_sub(20)..];
-    info.final_train_loss =
-        (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64);
-    save(&run.out, &model, &optim, &info, &mut state)?;
     Ok((info, state))
 }
 

@@ -3,9 +3,9 @@
 //! ```text
 //! posenc dump t5-bucket --num-buckets 32 --max-distance 128 --min -20 --max 20
 //! posenc dump rope-freqs --dim 64 --base 10000 --scaling yarn --factor 4 --original-max 2048
-//! posenc train --scheme alibi --steps 600 --out data/checkpoints/alibi     # feature `train`
+//! posenc train --scheme alibi --steps 600 --out /tmp/alibi                # feature `train`
 //! posenc eval --checkpoint data/checkpoints/rope --scaling yarn --lengths 128,512,2048
-//! posenc sweep                                                            # every scheme
+//! posenc sweep --config data/configs/sweep.json                          # every scheme
 //! posenc export attention --checkpoint data/checkpoints/t5 --length 2048 --pool 32
 //! ```
 
@@ -13,12 +13,14 @@
 #[path = "posenc/train_cli.rs"]
 mod train_cli;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use posenc::dump::{self, Dump};
 use posenc::encodings::rope::{
-    RopeScaling, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, YARN_BETA_FAST, YARN_BETA_SLOW,
+    RopeScaling, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, YARN_BETA_FAST,
+    YARN_BETA_SLOW,
 };
 use posenc::encodings::sinusoidal::SinusoidalLayout;
 
@@ -115,24 +117,9 @@ enum DumpWhat {
         #[arg(long, default_value_t = 10_000.0)]
         base: f64,
         /// Feature layout.
-        #[arg(long, value_enum, default_value_t = Layout::Interleaved)]
-        layout: Layout,
+        #[arg(long, value_enum, default_value_t = SinusoidalLayout::Interleaved)]
+        layout: SinusoidalLayout,
     },
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Layout {
-    Interleaved,
-    Concatenated,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Scaling {
-    Linear,
-    Ntk,
-    Dynamic,
-    Yarn,
-    Llama3,
 }
 
 #[derive(Args)]
@@ -145,7 +132,7 @@ struct RopeArgs {
     base: f64,
     /// Context-extension scaling; none if absent.
     #[arg(long, value_enum)]
-    scaling: Option<Scaling>,
+    scaling: Option<ScalingKind>,
     /// Scaling factor s (required with --scaling; for yarn, defaults to
     /// max-position / original-max as in HF when omitted).
     #[arg(long)]
@@ -184,17 +171,17 @@ impl RopeArgs {
                 .ok_or_else(|| "--factor is required with --scaling".to_string())
         };
         Ok(match kind {
-            Scaling::Linear => RopeScaling::Linear {
+            ScalingKind::Linear => RopeScaling::Linear {
                 factor: require_factor()?,
             },
-            Scaling::Ntk => RopeScaling::NtkAware {
+            ScalingKind::Ntk => RopeScaling::NtkAware {
                 factor: require_factor()?,
             },
-            Scaling::Dynamic => RopeScaling::Dynamic {
+            ScalingKind::Dynamic => RopeScaling::Dynamic {
                 factor: require_factor()?,
                 original_max: self.original_max.unwrap_or(self.max_position),
             },
-            Scaling::Yarn => {
+            ScalingKind::Yarn => {
                 let original_max = self.original_max.unwrap_or(self.max_position);
                 let factor = self
                     .factor
@@ -210,7 +197,7 @@ impl RopeArgs {
                     truncate: true,
                 }
             }
-            Scaling::Llama3 => RopeScaling::Llama3 {
+            ScalingKind::Llama3 => RopeScaling::Llama3 {
                 factor: require_factor()?,
                 original_max: self.original_max.unwrap_or(8192),
                 low_freq_factor: self.low_freq_factor,
@@ -257,18 +244,22 @@ fn run(cli: Cli) -> Result<String, String> {
             dim,
             base,
             layout,
-        } => {
-            let layout = match layout {
-                Layout::Interleaved => SinusoidalLayout::Interleaved,
-                Layout::Concatenated => SinusoidalLayout::Concatenated,
-            };
-            dump::sinusoidal(positions, dim, base, layout).map_err(err)?
-        }
+        } => dump::sinusoidal(positions, dim, base, layout).map_err(err)?,
     };
     Ok(match format {
         Format::Json => dump.to_json().to_string(),
         Format::Csv => dump.to_csv().trim_end().to_string(),
     })
+}
+
+/// Writes the command's output and a newline to standard output. A reader that closed the
+/// pipe early (`posenc dump ... | head`) is not an error: the output is simply not wanted.
+fn print_output(out: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{out}").and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
 }
 
 /// Keeps freed memory in the process instead of returning it to the kernel: a training step
@@ -291,28 +282,24 @@ fn main() -> ExitCode {
     keep_freed_memory();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            // --help, --version
-            print!("{e}");
-            return ExitCode::SUCCESS;
-        }
         Err(e) => {
-            let rendered = e.to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            eprintln!(
-                "error: {} (see --help)",
-                first.trim_start_matches("error: ")
-            );
-            return ExitCode::from(2);
+            // --help and --version on stdout (status 0), errors whole on stderr (status 2):
+            // clap's suggestions ("a similar argument exists", possible values) included
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
-    match run(cli) {
-        Ok(out) => {
-            println!("{out}");
-            ExitCode::SUCCESS
-        }
+    let result = run(cli);
+    match result {
+        Ok(out) => match print_output(&out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "error: writing the output: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Err(message) => {
-            eprintln!("error: {message}");
+            let _ = writeln!(std::io::stderr(), "error: {message}");
             ExitCode::FAILURE
         }
     }

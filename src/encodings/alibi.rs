@@ -28,6 +28,10 @@ use serde::{Deserialize, Serialize};
 use crate::attention::{query_position, PositionScheme};
 use crate::error::{ensure, Result};
 
+/// Most heads [`alibi_slopes`] computes slopes for (a bound that keeps a typo from running for
+/// hours or allocating gigabytes).
+pub const MAX_HEADS: usize = 65_536;
+
 /// The slope base for a power-of-two head count $c$: $2^{-8/c}$, rounded to `f32` first
 /// as Bloom does.
 fn power_of_two_base(c: usize) -> f32 {
@@ -38,7 +42,7 @@ fn power_of_two_base(c: usize) -> f32 {
 /// ALiBi slopes $m_1, \dots, m_n$ for `heads` heads (any count, power of two or not).
 ///
 /// # Errors
-/// When `heads == 0`.
+/// When `heads` is 0 or above [`MAX_HEADS`].
 ///
 /// # Examples
 /// ```
@@ -48,7 +52,12 @@ fn power_of_two_base(c: usize) -> f32 {
 /// # Ok::<(), posenc::Error>(())
 /// ```
 pub fn alibi_slopes(heads: usize) -> Result<Vec<f32>> {
-    ensure(heads >= 1, "heads", heads, "at least 1")?;
+    ensure(
+        (1..=MAX_HEADS).contains(&heads),
+        "heads",
+        heads,
+        &format!("1 to {MAX_HEADS}"),
+    )?;
     // c = 2^floor(log2 n)
     let closest = 1usize << (usize::BITS - 1 - heads.leading_zeros());
     let base = power_of_two_base(closest);
@@ -169,6 +178,11 @@ mod tests {
     #[test]
     fn invalid_parameters_are_errors() {
         assert!(alibi_slopes(0).is_err());
+        assert_eq!(alibi_slopes(MAX_HEADS).unwrap().len(), MAX_HEADS);
+        for heads in [MAX_HEADS + 1, 1 << 32, usize::MAX] {
+            let e = alibi_slopes(heads).unwrap_err().to_string();
+            assert!(e.contains(&format!("1 to {MAX_HEADS}")), "{e}");
+        }
         assert!(alibi_bias(2, 3, 2).is_err());
         assert!(Alibi::from_slopes(vec![]).is_err());
         assert!(Alibi::from_slopes(vec![-0.5]).is_err());

@@ -75,8 +75,9 @@ impl LogBuckets {
     /// The bucket of a relative position (query − key), computed in `f32` as the reference.
     pub fn bucket(&self, relative_position: i64) -> i64 {
         let mid = (self.bucket_size / 2) as i64;
-        let abs = relative_position.abs();
-        if abs <= mid {
+        // |d| without overflow (|i64::MIN| does not fit an i64)
+        let abs = relative_position.unsigned_abs();
+        if abs <= mid as u64 {
             return relative_position;
         }
         // ceil(ln(|d|/m) / ln((max_position-1)/m) * (m-1)) + m, in f32
@@ -284,6 +285,17 @@ mod tests {
             let reference = p2c_reference_steps(&d, &k);
             assert!((&fast - &reference).mapv(f32::abs).sum() < 1e-5);
         }
+    }
+
+    #[test]
+    fn extreme_relative_positions_get_the_far_buckets_of_their_sign() {
+        let b = LogBuckets::new(256, 512).unwrap();
+        // |i64::MIN| overflows an i64: the bucket must still be the far negative one
+        let far = b.bucket(-1_000_000_000_000);
+        assert!(far < -128, "{far}");
+        assert_eq!(b.bucket(i64::MIN), b.bucket(i64::MIN + 1));
+        assert!(b.bucket(i64::MIN) <= far);
+        assert_eq!(b.bucket(i64::MAX), -b.bucket(i64::MIN + 1));
     }
 
     #[test]

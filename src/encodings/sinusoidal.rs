@@ -29,6 +29,7 @@ pub const DEFAULT_BASE: f64 = 10_000.0;
 
 /// How the sines and cosines are laid out along the feature axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum SinusoidalLayout {
     /// $[\sin p\omega_0, \cos p\omega_0, \sin p\omega_1, \cos p\omega_1, \dots]$ (Vaswani et al.).
     #[default]

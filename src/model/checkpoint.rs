@@ -1,18 +1,48 @@
-//! Weights as safetensors (f32 or f16), named by their path in the model
-//! (`blocks.0.attn.query.weight`), written atomically.
+//! A checkpoint: one folder holding the whole on-disk format, written as one atomic unit.
+//!
+//! * `config.json`: [`CheckpointInfo`] (model and training configuration, steps done, the
+//!   digests of the weights, of the training text and of the checkpoint fine-tuned from);
+//! * `model.safetensors`: the weights, f32 or f16, named by their path in the model
+//!   (`blocks.0.attn.query.weight`);
+//! * `state.json`: [`TrainState`], the loss curve and the parameter ids the optimizer refers to;
+//! * `optimizer.bpk`: AdamW's moments (burnpack), only needed to resume.
+//!
+//! **Atomicity.** [`save`] writes the four files into a fresh sibling folder `.NAME.new`, syncs
+//! every file and the folder, then moves an existing checkpoint aside (`.NAME.old`), renames
+//! the new folder into place and only then deletes the old one, syncing the parent folder after
+//! each rename. A kill at any point leaves `NAME` whole (old or new), or `NAME` missing beside a
+//! whole `.NAME.new` and `.NAME.old`; [`recover`] (called by every reader and by the next save)
+//! then puts the new one in place if it is complete, else the old one. Weights that are not
+//! finite are never written, and `config.json` records the digest of the weights it belongs
+//! with, so a reader never pairs one save's weights with another's configuration.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
-use burn::tensor::{Tensor, TensorData};
+use burn::optim::ModuleOptimizer;
+use burn::tensor::{Device, Tensor, TensorData};
 use safetensors::tensor::{Dtype, SafeTensors, View};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
+use super::config::{ModelConfig, TrainConfig};
 use super::Lm;
 use crate::error::{Error, Result};
+
+/// The configuration file of a checkpoint.
+pub const CONFIG_FILE: &str = "config.json";
+/// The weights file of a checkpoint.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// The training-state file of a checkpoint.
+pub const STATE_FILE: &str = "state.json";
+/// The optimizer file of a checkpoint.
+pub const OPTIMIZER_FILE: &str = "optimizer.bpk";
+/// Every file a checkpoint folder may hold.
+pub const FILES: [&str; 4] = [CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, OPTIMIZER_FILE];
 
 /// Storage precision of checkpoint weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -25,23 +55,269 @@ pub enum WeightDtype {
     F16,
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a
-/// reader never sees a half-written file.
+/// `config.json` of a checkpoint. Unknown keys are an error when it is read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointInfo {
+    /// The model.
+    pub model: ModelConfig,
+    /// How it was trained.
+    pub train: TrainConfig,
+    /// Steps done.
+    pub step: usize,
+    /// Trainable parameters.
+    pub params: usize,
+    /// Precision of `model.safetensors`.
+    pub dtype: WeightDtype,
+    /// The checkpoint this one was fine-tuned from, if any.
+    pub init_from: Option<String>,
+    /// The digest of the weights of `init_from` when the fine-tune started ([`digest`]).
+    #[serde(default)]
+    pub init_digest: Option<String>,
+    /// The digest of the training text (`train.txt`) the steps were trained on.
+    #[serde(default)]
+    pub corpus_digest: Option<String>,
+    /// The digest of `model.safetensors` written with this file (checked when loading).
+    #[serde(default)]
+    pub weights_digest: Option<String>,
+    /// Mean training loss over the last 20 steps, nats per byte.
+    pub final_train_loss: Option<f64>,
+    /// Wall time of the training so far, seconds.
+    pub train_seconds: f64,
+    /// Training throughput of the last run, bytes per second (steps after the first).
+    #[serde(default)]
+    pub tokens_per_second: Option<f64>,
+}
+
+impl CheckpointInfo {
+    /// A checkpoint of `model` and `train` before its first step (digests unknown).
+    pub fn new(model: ModelConfig, train: TrainConfig, params: usize, dtype: WeightDtype) -> Self {
+        Self {
+            model,
+            train,
+            step: 0,
+            params,
+            dtype,
+            init_from: None,
+            init_digest: None,
+            corpus_digest: None,
+            weights_digest: None,
+            final_train_loss: None,
+            train_seconds: 0.0,
+            tokens_per_second: None,
+        }
+    }
+
+    /// Checks the configurations and that the steps done do not exceed the steps planned.
+    ///
+    /// # Errors
+    /// As [`ModelConfig::validate`] and [`TrainConfig::validate`]; `step > train.steps`.
+    pub fn validate(&self) -> Result<()> {
+        self.model.validate()?;
+        self.train.validate()?;
+        crate::error::ensure(
+            self.step <= self.train.steps,
+            "step",
+            self.step,
+            &format!("at most train.steps = {}", self.train.steps),
+        )
+    }
+}
+
+/// `state.json` of a checkpoint. Unknown keys are an error when it is read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainState {
+    /// Training loss of every step, nats per byte.
+    pub losses: Vec<f64>,
+    /// Parameter ids by name (the optimizer state is keyed by them).
+    pub param_ids: BTreeMap<String, u64>,
+}
+
+/// The SHA-256 digest of `bytes` as `sha256:` and 64 hex digits.
+pub fn digest(bytes: &[u8]) -> String {
+    let hash = Sha256::digest(bytes);
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// The [`digest`] of a file's content.
 ///
 /// # Errors
-/// When the folder cannot be created or the file written.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-    }
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    fs::write(&tmp, bytes).map_err(|e| io_error(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| io_error(path, e))
+/// An unreadable file.
+pub fn file_digest(path: &Path) -> Result<String> {
+    let bytes = fs::read(path).map_err(|e| io_error(path, e))?;
+    Ok(digest(&bytes))
 }
 
 pub(crate) fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Io(format!("{}: {e}", path.display()))
+}
+
+pub(crate) fn format_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Format {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Pretty JSON with a final newline.
+pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+}
+
+/// Reads a JSON file into `T` (whose unknown keys are errors).
+///
+/// # Errors
+/// [`Error::Io`] for an unreadable file, [`Error::Format`] naming the key or the line for bad
+/// content.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = fs::read_to_string(path).map_err(|e| io_error(path, e))?;
+    serde_json::from_str(&text).map_err(|e| format_error(path, e))
+}
+
+/// Writes `bytes` to `path` through a synced temporary file in the same folder and a rename,
+/// so a reader never sees a half-written file.
+///
+/// # Errors
+/// When the folder cannot be created or the file written.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = parent_of(path);
+    fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let written = (|| {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_error(&tmp, e));
+    }
+    fs::rename(&tmp, path).map_err(|e| io_error(path, e))?;
+    sync_dir(&dir)
+}
+
+/// The folder holding `path` (`.` for a bare name).
+fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Checks, before any work, that a file can be written at `path`: it is not a folder, its
+/// folder exists or can be created, and a file can be created there (a probe file, removed at
+/// once).
+///
+/// # Errors
+/// [`Error::Io`] saying why not.
+pub fn ensure_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::Io(format!(
+            "{}: is a folder, not a file that can be written",
+            path.display()
+        )));
+    }
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    probe_folder(&parent_of(path), name)
+}
+
+/// Checks that a folder can be created (or written) at `dir` (its parent is where a checkpoint
+/// is written and renamed).
+///
+/// # Errors
+/// [`Error::Io`] saying why not.
+pub fn ensure_dir_writable(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Io(format!(
+            "{}: exists and is not a folder",
+            dir.display()
+        )));
+    }
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    probe_folder(&parent_of(dir), name)
+}
+
+fn probe_folder(dir: &Path, name: &str) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|e| io_error(dir, format!("cannot create the folder: {e}")))?;
+    let probe = dir.join(format!(".{name}.probe-{}", std::process::id()));
+    fs::File::create(&probe)
+        .map_err(|e| io_error(dir, format!("cannot write in this folder: {e}")))?;
+    fs::remove_file(&probe).map_err(|e| io_error(&probe, e))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    // directories are synced through a read-only handle (Unix); elsewhere this is a no-op
+    #[cfg(unix)]
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(dir, e))?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+fn sync_file(path: &Path) -> Result<()> {
+    fs::OpenOptions::new()
+        .read(true)
+        .open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io_error(path, e))
+}
+
+/// `.NAME.new` or `.NAME.old` beside the checkpoint folder `dir`.
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
+    parent_of(dir).join(format!(".{name}.{suffix}"))
+}
+
+/// Whether a folder holds a complete checkpoint: a readable, valid `config.json` and weights
+/// whose digest is the one it records.
+fn is_complete(dir: &Path) -> bool {
+    read_info_here(dir)
+        .and_then(|info| verify_weights(dir, &info).map(|_| ()))
+        .is_ok()
+}
+
+/// Brings a checkpoint whose save was interrupted back to a whole state: when `dir` is missing
+/// but `.NAME.new` or `.NAME.old` is there, the new one goes into place if it is complete, else
+/// the old one. A present `dir` is left alone (leftovers beside it are removed by the next
+/// save).
+///
+/// # Errors
+/// A failed rename.
+pub fn recover(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        return Ok(());
+    }
+    let (new, old) = (sibling(dir, "new"), sibling(dir, "old"));
+    let pick = if new.is_dir() && is_complete(&new) {
+        new
+    } else if old.is_dir() {
+        old
+    } else {
+        return Ok(());
+    };
+    fs::rename(&pick, dir).map_err(|e| io_error(&pick, e))?;
+    sync_dir(&parent_of(dir))
+}
+
+/// A step of [`save`], after which a test can stop it as a kill would.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaveStep {
+    /// Only the weights written into `.NAME.new` (a kill while writing).
+    WeightsWritten,
+    /// Every file of `.NAME.new` written and synced.
+    NewSynced,
+    /// The existing checkpoint renamed to `.NAME.old`.
+    OldMovedAside,
+    /// `.NAME.new` renamed to `NAME`, `.NAME.old` not yet removed.
+    NewMovedIn,
 }
 
 struct Entry {
@@ -71,6 +347,8 @@ struct Collector {
     dtype: WeightDtype,
     entries: BTreeMap<String, Entry>,
     ids: BTreeMap<String, u64>,
+    /// The first tensor with a value that is not finite in the stored precision.
+    non_finite: Option<String>,
 }
 
 impl ModuleVisitor for Collector {
@@ -85,6 +363,15 @@ impl ModuleVisitor for Collector {
         let tensor = param.val();
         let shape = tensor.dims().to_vec();
         let values = super::to_vec(tensor);
+        let finite = match self.dtype {
+            WeightDtype::F32 => values.iter().all(|v| v.is_finite()),
+            WeightDtype::F16 => values
+                .iter()
+                .all(|&v| burn::tensor::f16::from_f32(v).is_finite()),
+        };
+        if !finite && self.non_finite.is_none() {
+            self.non_finite = Some(name.clone());
+        }
         let (dtype, bytes) = match self.dtype {
             WeightDtype::F32 => (
                 Dtype::F32,
@@ -110,23 +397,222 @@ impl ModuleVisitor for Collector {
     }
 }
 
-/// The model's weights as a safetensors file in `dtype`; returns the parameter ids by name
-/// (the optimizer state refers to them).
+/// The model's weights as safetensors bytes in `dtype` and their parameter ids by name.
 ///
 /// # Errors
-/// When serialisation or writing fails.
-pub fn save_weights(model: &Lm, path: &Path, dtype: WeightDtype) -> Result<BTreeMap<String, u64>> {
+/// [`Error::NonFinite`] naming the first tensor with a value that is not finite (in `dtype`:
+/// an f32 above 65504 is infinite in f16), or a serialisation failure.
+pub fn weights_bytes(model: &Lm, dtype: WeightDtype) -> Result<(Vec<u8>, BTreeMap<String, u64>)> {
     let mut c = Collector {
         dtype,
         ..Default::default()
     };
     model.visit(&mut c);
+    if let Some(name) = c.non_finite {
+        return Err(Error::NonFinite(format!(
+            "the weights of {name} are not finite{}; nothing was saved (lower --lr or raise --warmup)",
+            if dtype == WeightDtype::F16 { " in f16" } else { "" }
+        )));
+    }
     let mut info = HashMap::new();
     info.insert("format".to_string(), "posenc byte LM".to_string());
-    let bytes = safetensors::tensor::serialize(c.entries.iter(), Some(info))
-        .map_err(|e| io_error(path, e))?;
+    let bytes = safetensors::tensor::serialize(c.entries.iter(), Some(info)).map_err(|e| {
+        Error::Format {
+            path: WEIGHTS_FILE.into(),
+            message: e.to_string(),
+        }
+    })?;
+    Ok((bytes, c.ids))
+}
+
+/// The model's weights as a safetensors file in `dtype` (written atomically); returns the
+/// parameter ids by name (the optimizer state refers to them).
+///
+/// # Errors
+/// As [`weights_bytes`], or a failed write.
+pub fn save_weights(model: &Lm, path: &Path, dtype: WeightDtype) -> Result<BTreeMap<String, u64>> {
+    let (bytes, ids) = weights_bytes(model, dtype)?;
     write_atomic(path, &bytes)?;
-    Ok(c.ids)
+    Ok(ids)
+}
+
+/// Writes a checkpoint into `dir` as one atomic unit (see the module documentation): the
+/// weights of `model`, the optimizer's state (when given), `state` (its parameter ids are
+/// filled in) and `info` (its weights digest is filled in).
+///
+/// # Errors
+/// [`Error::NonFinite`] when a weight is not finite (nothing is written), or a failed write
+/// (the previous checkpoint, if any, stays whole).
+pub fn save(
+    dir: &Path,
+    model: &Lm,
+    optimizer: Option<&ModuleOptimizer>,
+    info: &mut CheckpointInfo,
+    state: &mut TrainState,
+) -> Result<()> {
+    save_until(dir, model, optimizer, info, state, None)
+}
+
+/// [`save`], stopped after `stop` as a kill would stop it (for the tests of [`recover`]).
+#[doc(hidden)]
+pub fn save_until(
+    dir: &Path,
+    model: &Lm,
+    optimizer: Option<&ModuleOptimizer>,
+    info: &mut CheckpointInfo,
+    state: &mut TrainState,
+    stop: Option<SaveStep>,
+) -> Result<()> {
+    let (weights, ids) = weights_bytes(model, info.dtype)?;
+    state.param_ids = ids;
+    info.weights_digest = Some(digest(&weights));
+    let parent = parent_of(dir);
+    fs::create_dir_all(&parent).map_err(|e| io_error(&parent, e))?;
+    recover(dir)?;
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Io(format!(
+            "{}: exists and is not a folder",
+            dir.display()
+        )));
+    }
+    let (new, old) = (sibling(dir, "new"), sibling(dir, "old"));
+    for leftover in [&new, &old] {
+        if leftover.exists() {
+            fs::remove_dir_all(leftover).map_err(|e| io_error(leftover, e))?;
+        }
+    }
+    fs::create_dir(&new).map_err(|e| io_error(&new, e))?;
+    let stopped = || Err(Error::Io(format!("save of {} stopped", dir.display())));
+    let write = |name: &str, bytes: &[u8]| {
+        let path = new.join(name);
+        fs::write(&path, bytes).map_err(|e| io_error(&path, e))
+    };
+    write(WEIGHTS_FILE, &weights)?;
+    if stop == Some(SaveStep::WeightsWritten) {
+        return stopped();
+    }
+    if let Some(optim) = optimizer {
+        let path = new.join(OPTIMIZER_FILE);
+        optim
+            .save(&path)
+            .map_err(|e| io_error(&path, format!("{e:?}")))?;
+    }
+    write(STATE_FILE, to_json(state).as_bytes())?;
+    // config.json last: a folder whose config.json parses has every other file
+    write(CONFIG_FILE, to_json(info).as_bytes())?;
+    for name in FILES {
+        let path = new.join(name);
+        if path.exists() {
+            sync_file(&path)?;
+        }
+    }
+    sync_dir(&new)?;
+    if stop == Some(SaveStep::NewSynced) {
+        return stopped();
+    }
+    if dir.exists() {
+        fs::rename(dir, &old).map_err(|e| io_error(dir, e))?;
+        sync_dir(&parent)?;
+    }
+    if stop == Some(SaveStep::OldMovedAside) {
+        return stopped();
+    }
+    if let Err(e) = fs::rename(&new, dir) {
+        // a reader's `recover` may have put this very folder in place between the renames
+        let ours = read_info_here(dir).is_ok_and(|i| i.weights_digest == info.weights_digest);
+        if !ours {
+            return Err(io_error(&new, e));
+        }
+    }
+    sync_dir(&parent)?;
+    if stop == Some(SaveStep::NewMovedIn) {
+        return stopped();
+    }
+    if old.exists() {
+        fs::remove_dir_all(&old).map_err(|e| io_error(&old, e))?;
+        sync_dir(&parent)?;
+    }
+    Ok(())
+}
+
+/// `config.json` of `dir` itself, validated, without recovery.
+fn read_info_here(dir: &Path) -> Result<CheckpointInfo> {
+    let path = dir.join(CONFIG_FILE);
+    let info: CheckpointInfo = read_json(&path)?;
+    info.validate().map_err(|e| format_error(&path, e))?;
+    Ok(info)
+}
+
+/// Reads and validates `config.json` of a checkpoint folder (after [`recover`]).
+///
+/// # Errors
+/// A missing or unreadable file ([`Error::Io`]), unknown keys or invalid values
+/// ([`Error::Format`], naming the key).
+pub fn read_info(dir: &Path) -> Result<CheckpointInfo> {
+    recover(dir)?;
+    read_info_here(dir)
+}
+
+/// Reads `state.json` of a checkpoint folder.
+///
+/// # Errors
+/// A missing, unreadable or malformed file.
+pub fn read_state(dir: &Path) -> Result<TrainState> {
+    read_json(&dir.join(STATE_FILE))
+}
+
+/// The weights file's bytes, checked against the digest `info` records (when it records one).
+fn verify_weights(dir: &Path, info: &CheckpointInfo) -> Result<Vec<u8>> {
+    let path = dir.join(WEIGHTS_FILE);
+    let bytes = fs::read(&path).map_err(|e| io_error(&path, e))?;
+    if let Some(expected) = &info.weights_digest {
+        if &digest(&bytes) != expected {
+            return Err(format_error(
+                &path,
+                format!(
+                    "its digest is not the one {CONFIG_FILE} records ({expected}): the weights belong to another save"
+                ),
+            ));
+        }
+    }
+    Ok(bytes)
+}
+
+/// Loads a checkpoint's model on `device` (no autodiff unless the device has it), with
+/// `ids` the saved parameter ids (for resuming with the optimizer state).
+///
+/// # Errors
+/// As [`read_info`] and [`load_weights`]; weights whose digest differs from the recorded one.
+pub fn load(
+    dir: &Path,
+    device: &Device,
+    ids: Option<&BTreeMap<String, u64>>,
+) -> Result<(Lm, CheckpointInfo)> {
+    let info = read_info(dir)?;
+    let bytes = verify_weights(dir, &info)?;
+    let model = Lm::new(&info.model, info.train.seed, device)?;
+    let model = weights_from_bytes(model, &bytes, &dir.join(WEIGHTS_FILE), ids)?;
+    Ok((model, info))
+}
+
+/// Loads the weights of the checkpoint in `dir` into `model` (of the same shapes; a fine-tune
+/// may differ in length or RoPE scaling); returns it and the digest of the weights.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_into(model: Lm, dir: &Path) -> Result<(Lm, String)> {
+    let info = read_info(dir)?;
+    let bytes = verify_weights(dir, &info)?;
+    let model = weights_from_bytes(model, &bytes, &dir.join(WEIGHTS_FILE), None)?;
+    Ok((model, digest(&bytes)))
+}
+
+/// Loads a checkpoint's model on `device`.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_model(dir: &Path, device: &Device) -> Result<(Lm, CheckpointInfo)> {
+    load(dir, device, None)
 }
 
 struct Loader<'a> {
@@ -135,14 +621,15 @@ struct Loader<'a> {
     ids: Option<&'a BTreeMap<String, u64>>,
     error: Option<Error>,
     seen: usize,
+    file: String,
 }
 
 impl Loader<'_> {
     fn values(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let view = self
-            .tensors
-            .tensor(name)
-            .map_err(|e| Error::Io(format!("checkpoint has no tensor {name}: {e}")))?;
+        let view = self.tensors.tensor(name).map_err(|e| Error::Format {
+            path: WEIGHTS_FILE.into(),
+            message: format!("no tensor {name}: {e}"),
+        })?;
         if view.shape() != shape {
             return Err(Error::ShapeMismatch {
                 context: "checkpoint tensor",
@@ -160,7 +647,12 @@ impl Loader<'_> {
                 .chunks_exact(2)
                 .map(|b| burn::tensor::f16::from_le_bytes([b[0], b[1]]).to_f32())
                 .collect(),
-            other => return Err(Error::Io(format!("{name}: unsupported dtype {other:?}"))),
+            other => {
+                return Err(Error::Format {
+                    path: WEIGHTS_FILE.into(),
+                    message: format!("{name}: unsupported dtype {other:?}"),
+                })
+            }
         })
     }
 }
@@ -188,7 +680,13 @@ impl ModuleMapper for Loader<'_> {
                 param.transform_for_load(tensor, id)
             }
             Err(e) => {
-                self.error.get_or_insert(e);
+                self.error.get_or_insert(match e {
+                    Error::Format { message, .. } => Error::Format {
+                        path: self.file.clone(),
+                        message,
+                    },
+                    other => other,
+                });
                 param
             }
         }
@@ -202,7 +700,16 @@ impl ModuleMapper for Loader<'_> {
 /// A missing file, a missing tensor, a shape mismatch, or extra tensors in the file.
 pub fn load_weights(model: Lm, path: &Path, ids: Option<&BTreeMap<String, u64>>) -> Result<Lm> {
     let bytes = fs::read(path).map_err(|e| io_error(path, e))?;
-    let tensors = SafeTensors::deserialize(&bytes).map_err(|e| io_error(path, e))?;
+    weights_from_bytes(model, &bytes, path, ids)
+}
+
+fn weights_from_bytes(
+    model: Lm,
+    bytes: &[u8],
+    path: &Path,
+    ids: Option<&BTreeMap<String, u64>>,
+) -> Result<Lm> {
+    let tensors = SafeTensors::deserialize(bytes).map_err(|e| format_error(path, e))?;
     let total = tensors.len();
     let mut loader = Loader {
         path: Vec::new(),
@@ -210,17 +717,20 @@ pub fn load_weights(model: Lm, path: &Path, ids: Option<&BTreeMap<String, u64>>)
         ids,
         error: None,
         seen: 0,
+        file: path.display().to_string(),
     };
     let model = model.map(&mut loader);
     if let Some(e) = loader.error {
         return Err(e);
     }
     if loader.seen != total {
-        return Err(Error::Io(format!(
-            "{}: {total} tensors in the file, {} in the model (another scheme or size?)",
-            path.display(),
-            loader.seen
-        )));
+        return Err(format_error(
+            path,
+            format!(
+                "{total} tensors in the file, {} in the model (another scheme or size?)",
+                loader.seen
+            ),
+        ));
     }
     Ok(model)
 }

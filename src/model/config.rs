@@ -1,14 +1,39 @@
-//! The model configuration, saved with every checkpoint.
+//! The model and training configurations, saved with every checkpoint. Both reject unknown keys
+//! when read, and [`ModelConfig::validate`] and [`TrainConfig::validate`] check every value,
+//! upper bounds included, before anything is built or trained.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::encodings::rope::RopeScaling;
+use crate::encodings::deberta::LogBuckets;
+use crate::encodings::rope::{RopeConfig, RopeScaling};
+use crate::encodings::t5::T5Buckets;
 use crate::error::{ensure, invalid, Result};
+
+/// Most blocks a model may have.
+pub const MAX_LAYERS: usize = 64;
+/// Largest model width $d$ and FFN width.
+pub const MAX_WIDTH: usize = 16_384;
+/// Most attention heads.
+pub const MAX_HEADS: usize = 256;
+/// Longest sequence a model trains or is evaluated at (training length, evaluation lengths,
+/// absolute tables, relative distances): its $L \times L$ position objects stay near 1 GiB.
+pub const MAX_LEN: usize = 16_384;
+/// Most trainable parameters (1 GiB of `f32` weights; Adam keeps three times that).
+pub const MAX_PARAMS: usize = 1 << 28;
+/// Most sequences per training step.
+pub const MAX_BATCH: usize = 4096;
+/// Most bytes per training step ($B \cdot L$).
+pub const MAX_TOKENS_PER_STEP: usize = 1 << 18;
+/// Most attention weights of one training step, $B \cdot H \cdot L^2$ (4 GiB in `f32`).
+pub const MAX_ATTENTION_ENTRIES: usize = 1 << 30;
+/// Most optimiser steps.
+pub const MAX_STEPS: usize = 100_000_000;
 
 /// Every position scheme of the crate, as selected on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Scheme {
     /// NoPE: no position information at all (causal masking alone).
@@ -97,9 +122,10 @@ impl fmt::Display for Scheme {
     }
 }
 
-/// Model hyper-parameters. Defaults: the sweep's ~1M-parameter model.
+/// Model hyper-parameters. Defaults: the sweep's ~1M-parameter model. Read from JSON, missing
+/// keys take the defaults and unknown keys are an error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ModelConfig {
     /// Position scheme; default RoPE.
     pub scheme: Scheme,
@@ -185,42 +211,298 @@ impl ModelConfig {
         }
     }
 
+    /// Trainable parameters of the content part (embedding, blocks, final LayerNorm), without
+    /// the position parameters; saturates instead of overflowing.
+    pub fn content_params(&self) -> usize {
+        let (d, f) = (self.d_model, self.d_ff);
+        // per block: W_q, W_k, W_v, W_o with biases, FFN up and down with biases, 2 LayerNorms
+        let block = 4usize
+            .saturating_mul(d.saturating_mul(d).saturating_add(d))
+            .saturating_add(2usize.saturating_mul(d.saturating_mul(f)))
+            .saturating_add(f)
+            .saturating_add(5usize.saturating_mul(d));
+        self.layers
+            .saturating_mul(block)
+            .saturating_add(self.vocab.saturating_mul(d))
+            .saturating_add(2 * d)
+    }
+
+    /// Checks every field, with upper bounds, and the position objects of the scheme (so a bad
+    /// bucket count fails here, before any training).
+    ///
+    /// # Errors
+    /// A zero or too large size, a width not divisible by the heads, an odd head width, a
+    /// vocabulary other than 256, a non-finite or out-of-range base, a RoPE scaling on a
+    /// scheme that is not RoPE, or position parameters the encodings reject.
+    pub fn validate(&self) -> Result<()> {
+        let at_most = |max: usize| format!("1 to {max}");
+        ensure(self.vocab == 256, "vocab", self.vocab, "256 (bytes)")?;
+        ensure(
+            (1..=MAX_LAYERS).contains(&self.layers),
+            "layers",
+            self.layers,
+            &at_most(MAX_LAYERS),
+        )?;
+        ensure(
+            (1..=MAX_HEADS).contains(&self.heads),
+            "heads",
+            self.heads,
+            &at_most(MAX_HEADS),
+        )?;
+        ensure(
+            self.d_model > 0
+                && self.d_model <= MAX_WIDTH
+                && self.d_model % self.heads == 0
+                && self.head_dim() % 2 == 0,
+            "d_model",
+            self.d_model,
+            &format!(
+                "a multiple of 2 x heads = {} up to {MAX_WIDTH}",
+                2 * self.heads
+            ),
+        )?;
+        ensure(
+            (1..=MAX_WIDTH).contains(&self.d_ff),
+            "d_ff",
+            self.d_ff,
+            &at_most(MAX_WIDTH),
+        )?;
+        ensure(
+            (2..=MAX_LEN).contains(&self.train_len),
+            "train_len",
+            self.train_len,
+            &format!("2 to {MAX_LEN}"),
+        )?;
+        ensure(
+            (1..=MAX_LEN).contains(&self.max_positions),
+            "max_positions",
+            self.max_positions,
+            &at_most(MAX_LEN),
+        )?;
+        ensure(
+            (1..=MAX_LEN).contains(&self.shaw_max_relative),
+            "shaw_max_relative",
+            self.shaw_max_relative,
+            &at_most(MAX_LEN),
+        )?;
+        ensure(
+            self.t5_num_buckets <= MAX_LEN,
+            "t5_num_buckets",
+            self.t5_num_buckets,
+            &format!("at most {MAX_LEN}"),
+        )?;
+        ensure(
+            self.t5_max_distance <= MAX_LEN,
+            "t5_max_distance",
+            self.t5_max_distance,
+            &format!("at most {MAX_LEN}"),
+        )?;
+        ensure(
+            self.deberta_bucket_size <= MAX_LEN,
+            "deberta_bucket_size",
+            self.deberta_bucket_size,
+            &format!("at most {MAX_LEN}"),
+        )?;
+        ensure(
+            self.deberta_max_position <= MAX_LEN,
+            "deberta_max_position",
+            self.deberta_max_position,
+            &format!("at most {MAX_LEN}"),
+        )?;
+        ensure(
+            (1..=MAX_WIDTH).contains(&self.fire_hidden),
+            "fire_hidden",
+            self.fire_hidden,
+            &at_most(MAX_WIDTH),
+        )?;
+        ensure(
+            self.fire_c.is_finite() && self.fire_c > 0.0,
+            "fire_c",
+            self.fire_c,
+            "a finite number > 0",
+        )?;
+        ensure(
+            self.fire_threshold.is_finite() && self.fire_threshold >= 1.0,
+            "fire_threshold",
+            self.fire_threshold,
+            "a finite number >= 1",
+        )?;
+        ensure(
+            self.xpos_scale_base.is_finite() && self.xpos_scale_base > 0.0,
+            "xpos_scale_base",
+            self.xpos_scale_base,
+            "a finite number > 0",
+        )?;
+        ensure(
+            self.content_params() <= MAX_PARAMS,
+            "layers, d_model, d_ff",
+            format!(
+                "{} x {} x {} ({} parameters)",
+                self.layers,
+                self.d_model,
+                self.d_ff,
+                self.content_params()
+            ),
+            &format!("at most {MAX_PARAMS} parameters"),
+        )?;
+        if self.rope_scaling != RopeScaling::None && self.scheme != Scheme::Rope {
+            return Err(invalid(
+                "rope_scaling",
+                self.rope_scaling.name(),
+                format!(
+                    "none for scheme {} (RoPE scalings apply to rope)",
+                    self.scheme
+                ),
+            ));
+        }
+        // the scheme's own position objects, as the model will build them
+        match self.scheme {
+            Scheme::Rope => {
+                RopeConfig::with_scaling(self.head_dim(), self.rope_base, self.rope_scaling)?;
+            }
+            Scheme::T5 | Scheme::Tupe => {
+                T5Buckets::new(self.t5_num_buckets, self.t5_max_distance, false)?;
+            }
+            Scheme::Deberta => {
+                LogBuckets::new(self.deberta_bucket_size, self.deberta_max_position)?;
+            }
+            _ => {}
+        }
+        ensure(
+            self.rope_base.is_finite() && self.rope_base > 1.0,
+            "rope_base",
+            self.rope_base,
+            "a finite number > 1",
+        )?;
+        self.rope_scaling.validate()
+    }
+}
+
+/// Optimisation hyper-parameters. Defaults: the sweep's. Read from JSON, missing keys take the
+/// defaults and unknown keys are an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Sequences per step; default 32.
+    pub batch: usize,
+    /// Total optimiser steps; default 600.
+    pub steps: usize,
+    /// Peak learning rate; default 3e-3.
+    pub lr: f64,
+    /// Linear warm-up steps; default 50.
+    pub warmup: usize,
+    /// Final learning rate as a fraction of the peak (cosine decay); default 0.1.
+    pub min_lr_ratio: f64,
+    /// AdamW weight decay; default 0.01.
+    pub weight_decay: f32,
+    /// Gradient-norm clipping; default 1.0.
+    pub grad_clip: f32,
+    /// Seed of the weights and of the data order; default 0.
+    pub seed: u64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            batch: 32,
+            steps: 600,
+            lr: 3e-3,
+            warmup: 50,
+            min_lr_ratio: 0.1,
+            weight_decay: 0.01,
+            grad_clip: 1.0,
+            seed: 0,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// The learning rate at `step` (0-based): linear warm-up, then cosine to
+    /// `min_lr_ratio * lr` at `steps`.
+    pub fn lr_at(&self, step: usize) -> f64 {
+        if step < self.warmup {
+            return self.lr * (step + 1) as f64 / self.warmup as f64;
+        }
+        let span = (self.steps.saturating_sub(self.warmup)).max(1) as f64;
+        let t = ((step - self.warmup) as f64 / span).min(1.0);
+        let cos = 0.5 * (1.0 + (std::f64::consts::PI * t).cos());
+        self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cos)
+    }
+
     /// Checks every field.
     ///
     /// # Errors
-    /// A zero size, a width not divisible by the heads, an odd head width, a vocabulary other
-    /// than 256.
+    /// A batch of 0 or above [`MAX_BATCH`], 0 steps or more than [`MAX_STEPS`], a learning
+    /// rate that is not a finite positive number, a final ratio outside 0..=1, a negative or
+    /// non-finite weight decay, a clipping norm that is not finite and positive.
     pub fn validate(&self) -> Result<()> {
-        ensure(self.vocab == 256, "vocab", self.vocab, "256 (bytes)")?;
-        ensure(self.layers >= 1, "layers", self.layers, ">= 1")?;
-        ensure(self.heads >= 1, "heads", self.heads, ">= 1")?;
         ensure(
-            self.d_model % self.heads == 0 && self.head_dim() % 2 == 0 && self.d_model > 0,
-            "d_model",
-            self.d_model,
-            &format!("a multiple of 2 x heads = {}", 2 * self.heads),
-        )?;
-        ensure(self.d_ff >= 1, "d_ff", self.d_ff, ">= 1")?;
-        ensure(self.train_len >= 2, "train_len", self.train_len, ">= 2")?;
-        ensure(
-            self.max_positions >= 1,
-            "max_positions",
-            self.max_positions,
-            ">= 1",
+            (1..=MAX_BATCH).contains(&self.batch),
+            "batch",
+            self.batch,
+            &format!("1 to {MAX_BATCH}"),
         )?;
         ensure(
-            self.shaw_max_relative >= 1,
-            "shaw_max_relative",
-            self.shaw_max_relative,
-            ">= 1",
+            (1..=MAX_STEPS).contains(&self.steps),
+            "steps",
+            self.steps,
+            &format!("1 to {MAX_STEPS}"),
         )?;
         ensure(
-            self.fire_hidden >= 1,
-            "fire_hidden",
-            self.fire_hidden,
-            ">= 1",
+            self.warmup <= MAX_STEPS,
+            "warmup",
+            self.warmup,
+            &format!("at most {MAX_STEPS}"),
         )?;
-        self.rope_scaling.validate()
+        ensure(
+            self.lr.is_finite() && self.lr > 0.0 && self.lr <= 10.0,
+            "lr",
+            self.lr,
+            "a finite number > 0 and at most 10",
+        )?;
+        ensure(
+            self.min_lr_ratio.is_finite() && (0.0..=1.0).contains(&self.min_lr_ratio),
+            "min_lr_ratio",
+            self.min_lr_ratio,
+            "a number from 0 to 1",
+        )?;
+        ensure(
+            self.weight_decay.is_finite() && self.weight_decay >= 0.0,
+            "weight_decay",
+            self.weight_decay,
+            "a finite number >= 0",
+        )?;
+        ensure(
+            self.grad_clip.is_finite() && self.grad_clip > 0.0,
+            "grad_clip",
+            self.grad_clip,
+            "a finite number > 0",
+        )
+    }
+
+    /// Checks that one step of `model` fits: at most [`MAX_TOKENS_PER_STEP`] bytes and
+    /// [`MAX_ATTENTION_ENTRIES`] attention weights.
+    ///
+    /// # Errors
+    /// A batch too large for the model's training length and heads.
+    pub fn validate_for(&self, model: &ModelConfig) -> Result<()> {
+        self.validate()?;
+        let tokens = self.batch.saturating_mul(model.train_len);
+        ensure(
+            tokens <= MAX_TOKENS_PER_STEP,
+            "batch x train_len",
+            format!("{} x {} = {tokens}", self.batch, model.train_len),
+            &format!("at most {MAX_TOKENS_PER_STEP} bytes per step"),
+        )?;
+        let entries = tokens
+            .saturating_mul(model.train_len)
+            .saturating_mul(model.heads);
+        ensure(
+            entries <= MAX_ATTENTION_ENTRIES,
+            "batch x heads x train_len^2",
+            entries,
+            &format!("at most {MAX_ATTENTION_ENTRIES} attention weights per step"),
+        )
     }
 }
 
@@ -231,5 +513,82 @@ impl fmt::Display for ModelConfig {
             "{} | {} layers, d={}, {} heads, ffn {}, train length {}",
             self.scheme, self.layers, self.d_model, self.heads, self.d_ff, self.train_len
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message<T: std::fmt::Debug>(r: Result<T>) -> String {
+        r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        ModelConfig::default().validate().unwrap();
+        TrainConfig::default()
+            .validate_for(&ModelConfig::default())
+            .unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_that_name_the_key() {
+        let e = serde_json::from_str::<ModelConfig>(r#"{"layers": 2, "rope_scalling": null}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("rope_scalling"), "{e}");
+        let e = serde_json::from_str::<TrainConfig>(r#"{"stpes": 3}"#).unwrap_err();
+        assert!(e.to_string().contains("stpes"), "{e}");
+        let e = serde_json::from_str::<ModelConfig>(
+            r#"{"rope_scaling": {"type": "linear", "factor": 2, "facter": 3}}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("facter"), "{e}");
+        // missing keys take the defaults
+        let c: ModelConfig = serde_json::from_str(r#"{"layers": 2}"#).unwrap();
+        assert_eq!(c.layers, 2);
+        assert_eq!(c.d_model, ModelConfig::default().d_model);
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_key_and_the_bound() {
+        let bad = |f: fn(&mut ModelConfig)| {
+            let mut c = ModelConfig::default();
+            f(&mut c);
+            message(c.validate())
+        };
+        assert!(bad(|c| c.heads = 4_294_967_296).contains("heads"));
+        assert!(bad(|c| c.train_len = 1_000_000).contains(&format!("2 to {MAX_LEN}")));
+        assert!(bad(|c| c.layers = 0).contains("layers"));
+        assert!(bad(|c| c.d_model = 10).contains("d_model"));
+        assert!(bad(|c| {
+            c.scheme = Scheme::T5;
+            c.t5_num_buckets = 1;
+        })
+        .contains("num_buckets"));
+        assert!(bad(|c| c.rope_base = f64::NAN).contains("base"));
+        assert!(bad(|c| {
+            c.scheme = Scheme::Alibi;
+            c.rope_scaling = RopeScaling::yarn(2.0, 64);
+        })
+        .contains("rope_scaling"));
+        assert!(bad(|c| {
+            c.layers = 64;
+            c.d_model = 16_384;
+        })
+        .contains("parameters"));
+
+        let bad = |f: fn(&mut TrainConfig)| {
+            let mut t = TrainConfig::default();
+            f(&mut t);
+            message(t.validate_for(&ModelConfig::default()))
+        };
+        assert!(bad(|t| t.batch = 0).contains("invalid batch = 0"));
+        assert!(bad(|t| t.lr = f64::NAN).contains("invalid lr = NaN"));
+        assert!(bad(|t| t.lr = -1.0).contains("invalid lr = -1"));
+        assert!(bad(|t| t.steps = 0).contains("steps"));
+        assert!(bad(|t| t.min_lr_ratio = 2.0).contains("min_lr_ratio"));
+        assert!(bad(|t| t.grad_clip = 0.0).contains("grad_clip"));
+        assert!(bad(|t| t.batch = 4096).contains("bytes per step"));
     }
 }

@@ -1,15 +1,17 @@
-//! `posenc train`, `posenc eval`, `posenc sweep` (feature `train`).
+//! `posenc train`, `posenc eval`, `posenc sweep`, `posenc export` (feature `train`).
 
 use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use posenc::data::default_corpus_dir;
-use posenc::eval::{evaluate, write_csv, EvalOptions, InferenceScaling, Mode, ScalingKind};
+use posenc::encodings::rope::{RopeScaling, ScalingKind};
+use posenc::eval::{check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode};
 use posenc::experiment::{sweep as run_sweep, SweepConfig, SweepEval};
-use posenc::model::checkpoint::WeightDtype;
+use posenc::model::checkpoint::{ensure_writable, WeightDtype};
 use posenc::model::{Kernels, ModelConfig, Scheme};
-use posenc::train::{load_model, train as run_train, TrainConfig, TrainRun};
+use posenc::results::csv_bytes;
+use posenc::train::{load_model, read_info, train as run_train, TrainConfig, TrainRun};
 
 /// Where tensors live.
 #[derive(Clone, Copy, ValueEnum)]
@@ -64,128 +66,171 @@ impl Common {
     }
 }
 
+/// `posenc train`. Model and optimisation flags without a value take the defaults of a first
+/// training, or with `--resume` the checkpoint's; a value that contradicts the checkpoint is
+/// refused.
 #[derive(Args)]
 pub struct TrainArgs {
-    /// Position scheme: nope, sinusoidal, learned, shaw, xl, t5, deberta, tupe, rope, alibi,
-    /// xpos, kerple, fire.
+    /// Position scheme (required unless --resume).
+    #[arg(long, value_enum, required_unless_present = "resume")]
+    scheme: Option<Scheme>,
+    /// Checkpoint folder to write (required; an existing checkpoint there is replaced only
+    /// with --force, or continued with --resume).
     #[arg(long)]
-    scheme: String,
-    /// Training length.
-    #[arg(long, default_value_t = 128)]
-    train_len: usize,
-    /// Total optimiser steps.
-    #[arg(long, default_value_t = 600)]
-    steps: usize,
-    /// Seed of weights and data order.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Checkpoint folder [default: data/checkpoints/<scheme>].
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Continue the checkpoint in --out (its model and optimiser state; same loss curve).
+    out: PathBuf,
+    /// Replace a checkpoint already in --out.
+    #[arg(long, conflicts_with = "resume")]
+    force: bool,
+    /// Continue the checkpoint in --out (its model, optimiser state and settings; same loss
+    /// curve as one run).
     #[arg(long)]
     resume: bool,
     /// Start from another checkpoint's weights (fine-tuning, e.g. RoPE at 2x with --scaling).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     init: Option<PathBuf>,
-    /// Stop after this many steps of this run (a checkpoint is written; --resume continues).
+    /// Training length [default: 128].
     #[arg(long)]
-    stop_after: Option<usize>,
-    /// Blocks.
-    #[arg(long, default_value_t = 4)]
-    layers: usize,
-    /// Model width.
-    #[arg(long, default_value_t = 128)]
-    d_model: usize,
-    /// Heads.
-    #[arg(long, default_value_t = 4)]
-    heads: usize,
-    /// FFN width.
-    #[arg(long, default_value_t = 512)]
-    d_ff: usize,
+    train_len: Option<usize>,
+    /// Total optimiser steps [default: 600; with --resume, the checkpoint's]; with --resume,
+    /// at least the steps already done.
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Stop after this many steps of this run (a checkpoint is written; --resume continues).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    stop_after: Option<u64>,
+    /// Also write the checkpoint every N steps, so that a killed run loses at most N steps
+    /// (--resume continues it).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    save_every: Option<u64>,
+    /// Seed of weights and data order [default: 0].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Blocks [default: 4].
+    #[arg(long)]
+    layers: Option<usize>,
+    /// Model width [default: 128].
+    #[arg(long)]
+    d_model: Option<usize>,
+    /// Heads [default: 4].
+    #[arg(long)]
+    heads: Option<usize>,
+    /// FFN width [default: 512].
+    #[arg(long)]
+    d_ff: Option<usize>,
     /// Rows of the learned / TUPE absolute tables [default: --train-len].
     #[arg(long)]
     max_positions: Option<usize>,
-    /// RoPE scaling to train with (fine-tuning): linear, ntk, dynamic, yarn, llama3.
-    #[arg(long)]
-    scaling: Option<String>,
-    /// Scaling factor (with --scaling).
-    #[arg(long, default_value_t = 2.0)]
-    factor: f64,
+    /// RoPE scaling to train with (fine-tuning a rope model).
+    #[arg(long, value_enum)]
+    scaling: Option<ScalingKind>,
+    /// Scaling factor [default: 2].
+    #[arg(long, requires = "scaling", allow_negative_numbers = true)]
+    factor: Option<f64>,
     /// Original (pre-extension) length for --scaling [default: --train-len / --factor].
-    #[arg(long)]
+    #[arg(long, requires = "scaling")]
     original_len: Option<usize>,
-    /// Sequences per step.
-    #[arg(long, default_value_t = 32)]
-    batch: usize,
-    /// Peak learning rate.
-    #[arg(long, default_value_t = 3e-3)]
-    lr: f64,
-    /// Warm-up steps.
-    #[arg(long, default_value_t = 50)]
-    warmup: usize,
+    /// Sequences per step [default: 32].
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Peak learning rate [default: 3e-3].
+    #[arg(long, allow_negative_numbers = true)]
+    lr: Option<f64>,
+    /// Warm-up steps [default: 50].
+    #[arg(long)]
+    warmup: Option<usize>,
     /// Print a line every N steps.
     #[arg(long, default_value_t = 100)]
     log_every: usize,
-    /// Store weights in f16 instead of f32.
+    /// Store weights in f16 instead of f32 [default: f32; with --resume, the checkpoint's].
     #[arg(long)]
     f16: bool,
     #[command(flatten)]
     common: Common,
 }
 
+/// A count given on the command line as `u64`, as `usize`.
+fn count(n: Option<u64>) -> Option<usize> {
+    n.map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
 pub fn train(a: TrainArgs) -> Result<String, String> {
     let err = |e: posenc::Error| e.to_string();
-    let scheme = Scheme::parse(&a.scheme).map_err(err)?;
-    let rope_scaling = match &a.scaling {
-        None => posenc::encodings::rope::RopeScaling::None,
-        Some(name) => {
+    // with --resume, the checkpoint's settings are the defaults (and contradictions are refused)
+    let resumed = if a.resume {
+        Some(read_info(&a.out).map_err(err)?)
+    } else {
+        None
+    };
+    let (base_model, base_train) = match &resumed {
+        Some(info) => (info.model.clone(), info.train.clone()),
+        None => (ModelConfig::default(), TrainConfig::default()),
+    };
+    let scheme = a.scheme.unwrap_or(base_model.scheme);
+    let train_len = a.train_len.unwrap_or(base_model.train_len);
+    if let Some(kind) = a.scaling {
+        if scheme != Scheme::Rope {
+            return Err(format!(
+                "invalid --scaling = {kind}: allowed is only with --scheme rope (RoPE scalings; this is {scheme})"
+            ));
+        }
+    }
+    let rope_scaling = match a.scaling {
+        None if a.resume => base_model.rope_scaling,
+        None => RopeScaling::None,
+        Some(kind) => {
+            let factor = a.factor.unwrap_or(2.0);
             let original = a
                 .original_len
-                .unwrap_or((a.train_len as f64 / a.factor).round() as usize);
-            ScalingKind::parse(name)
-                .map_err(err)?
-                .scaling(a.factor, original)
+                .unwrap_or((train_len as f64 / factor).round() as usize);
+            kind.scaling(factor, original)
         }
     };
+    let fresh = resumed.is_none();
     let model = ModelConfig {
         scheme,
-        layers: a.layers,
-        d_model: a.d_model,
-        heads: a.heads,
-        d_ff: a.d_ff,
-        train_len: a.train_len,
-        max_positions: a.max_positions.unwrap_or(a.train_len),
-        fire_threshold: a.train_len as f32,
+        layers: a.layers.unwrap_or(base_model.layers),
+        d_model: a.d_model.unwrap_or(base_model.d_model),
+        heads: a.heads.unwrap_or(base_model.heads),
+        d_ff: a.d_ff.unwrap_or(base_model.d_ff),
+        train_len,
+        max_positions: a.max_positions.unwrap_or(if fresh {
+            train_len
+        } else {
+            base_model.max_positions
+        }),
+        fire_threshold: if fresh {
+            train_len as f32
+        } else {
+            base_model.fire_threshold
+        },
         rope_scaling,
-        ..ModelConfig::default()
+        ..base_model
     };
     let train = TrainConfig {
-        batch: a.batch,
-        steps: a.steps,
-        lr: a.lr,
-        warmup: a.warmup,
-        seed: a.seed,
-        ..TrainConfig::default()
+        batch: a.batch.unwrap_or(base_train.batch),
+        steps: a.steps.unwrap_or(base_train.steps),
+        lr: a.lr.unwrap_or(base_train.lr),
+        warmup: a.warmup.unwrap_or(base_train.warmup),
+        seed: a.seed.unwrap_or(base_train.seed),
+        ..base_train
     };
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("data/checkpoints").join(scheme.name()));
+    let dtype = match (&resumed, a.f16) {
+        (_, true) => WeightDtype::F16,
+        (Some(info), false) => info.dtype,
+        (None, false) => WeightDtype::F32,
+    };
     let run = TrainRun {
         model,
         train,
-        out: out.clone(),
+        out: a.out.clone(),
         resume: a.resume,
+        overwrite: a.force,
         init: a.init.clone(),
-        stop_after: a.stop_after,
+        stop_after: count(a.stop_after),
+        save_every: count(a.save_every).unwrap_or(0),
         log_every: a.log_every,
         progress: !a.common.quiet,
-        dtype: if a.f16 {
-            WeightDtype::F16
-        } else {
-            WeightDtype::F32
-        },
+        dtype,
         corpus: a.common.corpus(),
         device: a.common.device()?,
         kernels: a.common.kernels,
@@ -193,7 +238,7 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
     let (info, _) = run_train(&run).map_err(err)?;
     Ok(format!(
         "checkpoint {} (step {}/{}, {} parameters, final train loss {:.4} nats/byte, {:.0} s, {:.0} tokens/s)",
-        out.display(),
+        a.out.display(),
         info.step,
         info.train.steps,
         info.params,
@@ -203,29 +248,23 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
     ))
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum ModeArg {
-    Nonoverlap,
-    Sliding,
-}
-
 #[derive(Args)]
 pub struct EvalArgs {
     /// Checkpoint folder (config.json + model.safetensors).
     #[arg(long)]
     checkpoint: PathBuf,
-    /// RoPE scaling at inference: linear (PI), ntk, dynamic, yarn, llama3.
-    #[arg(long)]
-    scaling: Option<String>,
+    /// RoPE scaling at inference (RoPE checkpoints).
+    #[arg(long, value_enum)]
+    scaling: Option<ScalingKind>,
     /// Scaling factor [default: L / train_len at each length L].
-    #[arg(long)]
+    #[arg(long, requires = "scaling", allow_negative_numbers = true)]
     factor: Option<f64>,
     /// Lengths, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "128,256,512,1024,2048")]
     lengths: Vec<usize>,
     /// Window layout.
-    #[arg(long, value_enum, default_value_t = ModeArg::Nonoverlap)]
-    mode: ModeArg,
+    #[arg(long, value_enum, default_value_t = Mode::Nonoverlap)]
+    mode: Mode,
     /// Only the first N bytes of the split; 0 for all [default: the sweep's, 131072 for
     /// nonoverlap and 32768 for sliding, so that the shipped results are reproduced].
     #[arg(long)]
@@ -236,7 +275,7 @@ pub struct EvalArgs {
     /// Write the mean loss at each position of the longest window to FILE (CSV).
     #[arg(long)]
     per_position: Option<PathBuf>,
-    /// Results CSV [default: <checkpoint>/eval.csv].
+    /// Also write the results to FILE (CSV; they are always printed).
     #[arg(long)]
     csv: Option<PathBuf>,
     /// One pass per length even for static schemes (checks the one-pass shortcut).
@@ -248,26 +287,32 @@ pub struct EvalArgs {
 
 pub fn eval(a: EvalArgs) -> Result<String, String> {
     let err = |e: posenc::Error| e.to_string();
+    // everything checked before the model is loaded or a window evaluated
+    check_lengths(&a.lengths).map_err(err)?;
+    if let Some(f) = a.factor {
+        if !(f.is_finite() && f > 0.0) {
+            return Err(format!(
+                "invalid --factor = {f}: allowed is a finite number > 0"
+            ));
+        }
+    }
+    for path in [&a.csv, &a.per_position].into_iter().flatten() {
+        ensure_writable(path).map_err(err)?;
+    }
     let device = a.common.device()?;
     let (model, info) = load_model(&a.checkpoint, &device).map_err(err)?;
-    let scaling = match &a.scaling {
-        None => None,
-        Some(name) => Some(InferenceScaling {
-            kind: ScalingKind::parse(name).map_err(err)?,
-            factor: a.factor,
-        }),
-    };
+    let scaling = a.scaling.map(|kind| InferenceScaling {
+        kind,
+        factor: a.factor,
+    });
     let opts = EvalOptions {
         lengths: a.lengths.clone(),
-        mode: match a.mode {
-            ModeArg::Nonoverlap => Mode::Nonoverlap,
-            ModeArg::Sliding => Mode::Sliding,
-        },
+        mode: a.mode,
         max_bytes: match (a.max_bytes, a.mode) {
             (Some(0), _) => None,
             (Some(n), _) => Some(n),
-            (None, ModeArg::Nonoverlap) => SweepEval::default().max_bytes,
-            (None, ModeArg::Sliding) => SweepEval::default().sliding_max_bytes,
+            (None, Mode::Nonoverlap) => SweepEval::default().max_bytes,
+            (None, Mode::Sliding) => SweepEval::default().sliding_max_bytes,
         },
         split: a.split.clone(),
         scaling,
@@ -277,23 +322,17 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
         corpus: a.common.corpus(),
         kernels: a.common.kernels,
     };
-    let variant = match (&scaling, info.model.rope_scaling) {
+    let variant = match (&scaling, info.model.rope_scaling.kind()) {
         (Some(s), _) => s.kind.name().to_string(),
-        (None, posenc::encodings::rope::RopeScaling::None) => "base".to_string(),
-        (None, s) => format!("ft-{}", s.name()),
+        (None, None) => "base".to_string(),
+        (None, Some(kind)) => format!("ft-{kind}"),
     };
     let rows = evaluate(&model, &info, &variant, &opts, &device).map_err(err)?;
-    let csv = a
-        .csv
-        .clone()
-        .unwrap_or_else(|| a.checkpoint.join("eval.csv"));
-    write_csv(&csv, &rows).map_err(err)?;
-    let mut out = String::from(posenc::eval::ResultRow::HEADER);
-    for r in &rows {
-        out.push('\n');
-        out.push_str(&r.csv());
+    if let Some(path) = &a.csv {
+        write_csv(path, &rows).map_err(err)?;
     }
-    Ok(out)
+    let text = csv_bytes(&rows).map_err(err)?;
+    Ok(String::from_utf8_lossy(&text).trim_end().to_string())
 }
 
 #[derive(Args)]
@@ -398,6 +437,10 @@ enum ExportWhat {
 
 pub fn export(a: ExportArgs) -> Result<String, String> {
     let err = |e: posenc::Error| e.to_string();
+    let writable = |out: &Option<PathBuf>| match out {
+        Some(path) => ensure_writable(path).map_err(err),
+        None => Ok(()),
+    };
     let (csv, rows, out) = match a.what {
         ExportWhat::T5Bias {
             checkpoint,
@@ -407,9 +450,14 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
             common,
         } => {
             common.fused_only("export")?;
+            writable(&out)?;
             let (model, info) = load_model(&checkpoint, &common.device()?).map_err(err)?;
             let rows = posenc::export::t5_bias(&model, &info, min, max).map_err(err)?;
-            (posenc::export::t5_bias_csv(&rows), rows.len(), out)
+            (
+                posenc::export::t5_bias_csv(&rows).map_err(err)?,
+                rows.len(),
+                out,
+            )
         }
         ExportWhat::Attention {
             checkpoint,
@@ -422,6 +470,7 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
             common,
         } => {
             common.fused_only("export")?;
+            writable(&out)?;
             let device = common.device()?;
             let (model, info) = load_model(&checkpoint, &device).map_err(err)?;
             let opts = posenc::export::AttentionOptions {
@@ -434,13 +483,17 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
             };
             let cells =
                 posenc::export::attention_map(&model, &info, &opts, &device).map_err(err)?;
-            (posenc::export::attention_csv(&cells), cells.len(), out)
+            (
+                posenc::export::attention_csv(&cells).map_err(err)?,
+                cells.len(),
+                out,
+            )
         }
     };
     match out {
-        None => Ok(csv.trim_end().to_string()),
+        None => Ok(String::from_utf8_lossy(&csv).trim_end().to_string()),
         Some(path) => {
-            posenc::model::checkpoint::write_atomic(&path, csv.as_bytes()).map_err(err)?;
+            posenc::model::checkpoint::write_atomic(&path, &csv).map_err(err)?;
             Ok(format!("{rows} rows -> {}", path.display()))
         }
     }

@@ -32,7 +32,8 @@ use crate::attention::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
 pub use scaling::{
     yarn_correction_dim, yarn_correction_range, yarn_mscale, RopeFrequencies, RopeScaling,
-    LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, YARN_BETA_FAST, YARN_BETA_SLOW,
+    ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, MAX_DIM, YARN_BETA_FAST,
+    YARN_BETA_SLOW,
 };
 
 /// Which dimensions form a rotated pair.

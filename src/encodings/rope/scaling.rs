@@ -26,10 +26,14 @@ pub const LLAMA3_LOW_FREQ_FACTOR: f64 = 1.0;
 /// Llama3's default high-frequency factor.
 pub const LLAMA3_HIGH_FREQ_FACTOR: f64 = 4.0;
 
+/// Largest rotary dimension $d$ (a bound that keeps a typo from allocating gigabytes).
+pub const MAX_DIM: usize = 65_536;
+
 /// A context-extension scaling of RoPE. `original_max` is the training context $L$
-/// (HF: `original_max_position_embeddings`, or `max_position_embeddings` for dynamic).
+/// (HF: `original_max_position_embeddings`, or `max_position_embeddings` for dynamic). Read
+/// from JSON, unknown keys are an error.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RopeScaling {
     /// Plain RoPE.
     #[default]
@@ -83,7 +87,97 @@ pub enum RopeScaling {
     },
 }
 
+/// The kinds of [`RopeScaling`] by name, for configurations and the command line (`linear`
+/// also reads as `pi`). [`ScalingKind::scaling`] builds the scaling with the defaults of the
+/// references.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum ScalingKind {
+    /// Position interpolation.
+    #[serde(alias = "pi")]
+    #[cfg_attr(feature = "cli", value(alias = "pi"))]
+    Linear,
+    /// NTK-aware base change.
+    Ntk,
+    /// Dynamic NTK.
+    Dynamic,
+    /// YaRN.
+    Yarn,
+    /// Llama 3.1.
+    Llama3,
+}
+
+impl ScalingKind {
+    /// Every kind, in the order of the results table.
+    pub const ALL: [ScalingKind; 5] = [
+        ScalingKind::Linear,
+        ScalingKind::Ntk,
+        ScalingKind::Dynamic,
+        ScalingKind::Yarn,
+        ScalingKind::Llama3,
+    ];
+
+    /// Parses `linear` (or `pi`), `ntk`, `dynamic`, `yarn`, `llama3`.
+    ///
+    /// # Errors
+    /// An unknown name.
+    pub fn parse(name: &str) -> Result<Self> {
+        if name == "pi" {
+            return Ok(Self::Linear);
+        }
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| invalid("scaling", name, "linear, ntk, dynamic, yarn or llama3"))
+    }
+
+    /// The command-line name (as [`RopeScaling::name`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Linear => "linear",
+            Self::Ntk => "ntk",
+            Self::Dynamic => "dynamic",
+            Self::Yarn => "yarn",
+            Self::Llama3 => "llama3",
+        }
+    }
+
+    /// The scaling with factor `factor` for a model trained at `original_max`, with the
+    /// references' defaults (YaRN's betas, Llama3's frequency factors).
+    pub fn scaling(&self, factor: f64, original_max: usize) -> RopeScaling {
+        match self {
+            Self::Linear => RopeScaling::Linear { factor },
+            Self::Ntk => RopeScaling::NtkAware { factor },
+            Self::Dynamic => RopeScaling::Dynamic {
+                factor,
+                original_max,
+            },
+            Self::Yarn => RopeScaling::yarn(factor, original_max),
+            Self::Llama3 => RopeScaling::llama3(factor, original_max),
+        }
+    }
+}
+
+impl std::fmt::Display for ScalingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl RopeScaling {
+    /// The kind, or `None` for plain RoPE.
+    pub fn kind(&self) -> Option<ScalingKind> {
+        match self {
+            RopeScaling::None => None,
+            RopeScaling::Linear { .. } => Some(ScalingKind::Linear),
+            RopeScaling::NtkAware { .. } => Some(ScalingKind::Ntk),
+            RopeScaling::Dynamic { .. } => Some(ScalingKind::Dynamic),
+            RopeScaling::Yarn { .. } => Some(ScalingKind::Yarn),
+            RopeScaling::Llama3 { .. } => Some(ScalingKind::Llama3),
+        }
+    }
+
     /// YaRN with the defaults of the reference ($\beta_{fast} = 32$, $\beta_{slow} = 1$,
     /// attention factor $0.1 \ln s + 1$, truncated ramp).
     pub fn yarn(factor: f64, original_max: usize) -> Self {
@@ -373,11 +467,11 @@ pub(crate) fn scaled_frequencies(
 }
 
 pub(crate) fn check_dim_and_base(dim: usize, base: f64) -> Result<()> {
-    if dim < 2 || dim % 2 != 0 {
+    if !(2..=MAX_DIM).contains(&dim) || dim % 2 != 0 {
         return Err(invalid(
             "dim",
             dim,
-            "an even number >= 2 (RoPE rotates pairs of dimensions)",
+            format!("an even number from 2 to {MAX_DIM} (RoPE rotates pairs of dimensions)"),
         ));
     }
     ensure(
