@@ -699,3 +699,99 @@ fn write_outputs(
     let path = config.results.with_file_name("sweep.json");
     crate::model::checkpoint::write_atomic(&path, to_json(&summary).as_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_writes_nowhere_under_data() {
+        let c = SweepConfig::default();
+        assert!(!c.checkpoints.starts_with("data"), "{:?}", c.checkpoints);
+        assert!(!c.results.starts_with("data"), "{:?}", c.results);
+        c.validate().unwrap();
+        // the shipped configuration names data/ itself
+        let shipped = SweepConfig::read(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/data/configs/sweep.json"
+        )))
+        .unwrap();
+        assert_eq!(shipped.checkpoints, Path::new("data/checkpoints"));
+        assert_eq!(
+            SweepConfig {
+                checkpoints: c.checkpoints.clone(),
+                results: c.results.clone(),
+                ..shipped
+            },
+            c,
+            "data/configs/sweep.json is the default apart from its folders"
+        );
+    }
+
+    #[test]
+    fn mistyped_keys_and_bad_values_are_refused_before_work() {
+        for (json, key) in [
+            (r#"{"checkpoint": "x"}"#, "checkpoint"),
+            (r#"{"result": "x"}"#, "result"),
+            (r#"{"train": {"stpes": 3}}"#, "stpes"),
+            (r#"{"eval": {"lenghts": [16]}}"#, "lenghts"),
+            (r#"{"finetune": {"steps": 2, "lr ": 1}}"#, "lr "),
+        ] {
+            let e = serde_json::from_str::<SweepConfig>(json).unwrap_err();
+            assert!(e.to_string().contains(key), "{json}: {e}");
+        }
+        let bad = |json: &str| {
+            let c: SweepConfig = serde_json::from_str(json).unwrap();
+            c.validate().unwrap_err().to_string()
+        };
+        assert!(bad(r#"{"eval": {"lengths": [0]}}"#).contains("lengths"));
+        assert!(bad(r#"{"eval": {"lengths": [200000]}}"#).contains("16384"));
+        assert!(bad(r#"{"train": {"batch": 0}}"#).contains("invalid batch = 0"));
+        assert!(bad(r#"{"train": {"lr": -1}}"#).contains("invalid lr = -1"));
+        assert!(bad(r#"{"eval": {"max_bytes": 100}}"#).contains("max_bytes"));
+        assert!(bad(r#"{"finetune": {"factor": 1000}}"#).contains("finetune.factor"));
+    }
+
+    #[test]
+    fn a_checkpoint_is_reused_only_when_everything_it_was_trained_from_is_the_same() {
+        let dir = std::env::temp_dir().join(format!("posenc-reuse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let base_weights = dir.join(WEIGHTS_FILE);
+        std::fs::write(&base_weights, b"base weights").unwrap();
+        let config = SweepConfig::default();
+        let model = config.model.clone();
+        let train = config.train.clone();
+        let mut info = CheckpointInfo::new(model.clone(), train.clone(), 1, config.dtype);
+        info.step = train.steps;
+        info.corpus_digest = Some(digest(b"corpus"));
+        info.init_digest = Some(digest(b"base weights"));
+        let from = |corpus: &'static str, init: Option<&'static Path>| TrainedFrom {
+            corpus_digest: Box::leak(digest(corpus.as_bytes()).into_boxed_str()),
+            init,
+        };
+        let why = |info: &CheckpointInfo, from: TrainedFrom| {
+            why_not_reusable(&config, info, &model, &train, from).unwrap()
+        };
+        assert_eq!(why(&info, from("corpus", None)), None);
+        let leaked: &'static Path = Box::leak(dir.clone().into_boxed_path());
+        assert_eq!(why(&info, from("corpus", Some(leaked))), None);
+        assert!(why(&info, from("another corpus", None))
+            .unwrap()
+            .contains("another text"));
+        std::fs::write(&base_weights, b"retrained base").unwrap();
+        assert!(why(&info, from("corpus", Some(leaked)))
+            .unwrap()
+            .contains("other weights"));
+        let mut older = info.clone();
+        older.corpus_digest = None;
+        assert!(why(&older, from("corpus", None))
+            .unwrap()
+            .contains("no record"));
+        let mut partial = info.clone();
+        partial.step = 5;
+        assert!(why(&partial, from("corpus", None))
+            .unwrap()
+            .contains("5 of"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,7 +1,9 @@
 //! The `posenc` binary: outputs against the golden fixtures, and one-line errors with a
 //! non-zero exit status for bad input.
 
-use std::process::{Command, Output};
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -198,62 +200,195 @@ fn csv_output_has_a_header_and_one_row_per_position() {
     );
 }
 
+/// Fails unless `posenc args` fails within 20 s with one line on stderr, starting with
+/// `error: ` and containing `needle`, and nothing on stdout.
+fn fails_with_one_line(args: &[&str], needle: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_posenc"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run posenc");
+    let began = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("{args:?} still running after 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains(needle),
+        "{args:?}: {stderr}"
+    );
+    assert!(out.stdout.is_empty(), "{args:?}");
+}
+
 #[test]
 fn bad_input_prints_one_line_and_fails() {
-    let cases: &[&[&str]] = &[
-        &["dump", "t5-bucket", "--num-buckets", "31"],
+    let cases: &[(&[&str], &str)] = &[
+        (&["dump", "t5-bucket", "--num-buckets", "31"], "num_buckets"),
+        (
+            &[
+                "dump",
+                "t5-bucket",
+                "--num-buckets",
+                "32",
+                "--max-distance",
+                "8",
+            ],
+            "max_distance",
+        ),
+        (&["dump", "t5-bucket", "--min", "5", "--max", "1"], "min"),
+        (
+            &[
+                "dump",
+                "deberta-bucket",
+                "--bucket-size",
+                "256",
+                "--max-position",
+                "100",
+            ],
+            "max_position",
+        ),
+        (&["dump", "alibi-slopes", "--heads", "0"], "heads"),
+        (&["dump", "rope-freqs", "--dim", "63"], "dim"),
+        (
+            &["dump", "rope-freqs", "--dim", "64", "--scaling", "linear"],
+            "--factor",
+        ),
+        (
+            &[
+                "dump",
+                "rope-freqs",
+                "--dim",
+                "64",
+                "--scaling",
+                "yarn",
+                "--factor",
+                "-1",
+            ],
+            "factor",
+        ),
+        (
+            &["dump", "sinusoidal", "--positions", "4", "--dim", "5"],
+            "dim",
+        ),
+    ];
+    for (args, needle) in cases {
+        fails_with_one_line(args, needle);
+    }
+}
+
+#[test]
+fn sizes_past_their_bounds_are_one_line_errors_naming_the_bound() {
+    // these overflowed a capacity, aborted an allocation or ran for hours
+    fails_with_one_line(
+        &["dump", "alibi-slopes", "--heads", "18446744073709551615"],
+        "allowed is 1 to 65536",
+    );
+    fails_with_one_line(
+        &["dump", "alibi-slopes", "--heads", "4294967296"],
+        "allowed is 1 to 65536",
+    );
+    fails_with_one_line(
+        &["dump", "rope-freqs", "--dim", "4000000000"],
+        "from 2 to 65536",
+    );
+    fails_with_one_line(
         &[
             "dump",
             "t5-bucket",
-            "--num-buckets",
-            "32",
-            "--max-distance",
-            "8",
+            "--min=-9223372036854775808",
+            "--max=9223372036854775807",
         ],
-        &["dump", "t5-bucket", "--min", "5", "--max", "1"],
-        &["dump", "t5-bucket", "--bogus"],
-        &["dump", "t5-bucket", "--num-buckets", "many"],
+        "at most 10000000",
+    );
+    fails_with_one_line(
         &[
             "dump",
-            "deberta-bucket",
-            "--bucket-size",
-            "256",
-            "--max-position",
-            "100",
-        ],
-        &["dump", "alibi-slopes", "--heads", "0"],
-        &["dump", "rope-freqs", "--dim", "63"],
-        &["dump", "rope-freqs", "--dim", "64", "--scaling", "linear"],
-        &[
-            "dump",
-            "rope-freqs",
+            "sinusoidal",
+            "--positions",
+            "18446744073709551615",
             "--dim",
-            "64",
-            "--scaling",
-            "yarn",
-            "--factor",
-            "-1",
-        ],
-        &[
-            "dump",
-            "rope-freqs",
-            "--dim",
-            "64",
-            "--scaling",
-            "warp",
-            "--factor",
             "2",
         ],
-        &["dump", "sinusoidal", "--positions", "4", "--dim", "5"],
-        &["dump"],
-        &[],
-    ];
-    for args in cases {
+        "at most 10000000",
+    );
+}
+
+#[test]
+fn the_most_negative_relative_position_gets_the_far_deberta_bucket() {
+    // |i64::MIN| overflows an i64; its bucket is the far negative one, as for i64::MIN + 1
+    let bucket = |min: &str| {
+        let out = json_stdout(&[
+            "dump",
+            "deberta-bucket",
+            &format!("--min={min}"),
+            &format!("--max={min}"),
+        ]);
+        out["bucket"][0].as_i64().unwrap()
+    };
+    let most = bucket("-9223372036854775808");
+    assert!(most < -128, "{most}");
+    assert_eq!(most, bucket("-9223372036854775807"));
+    assert!(most <= bucket("-1000000"));
+}
+
+#[test]
+fn argument_errors_keep_the_suggestions_of_the_parser() {
+    for (args, needle) in [
+        (
+            &["dump", "t5-bucket", "--max-distanc", "8"][..],
+            "a similar argument exists: '--max-distance'",
+        ),
+        (
+            &["dump", "t5-bucket", "--num-buckets", "many"],
+            "invalid value 'many'",
+        ),
+        (
+            &["dump", "rope-freqs", "--dim", "64", "--scaling", "warp"],
+            "[possible values: linear, ntk, dynamic, yarn, llama3]",
+        ),
+    ] {
         let out = posenc(args);
-        assert!(!out.status.success(), "{args:?} should fail");
         let stderr = String::from_utf8(out.stderr).unwrap();
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+    // a missing command prints the help of its level, as a failure
+    for args in [&["dump"][..], &[]] {
+        let out = posenc(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Usage: posenc"));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // --help is not an error
+    let help = posenc(&["dump", "--help"]);
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Usage"));
+}
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    // the reader takes 1000 bytes of several megabytes and closes the pipe (`| head -c 1000`)
+    let mut child = Command::new(env!("CARGO_BIN_EXE_posenc"))
+        .args(["dump", "sinusoidal", "--positions", "100000", "--dim", "64"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = vec![0u8; 1000];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(stderr.is_empty(), "{stderr}");
+    assert!(head.starts_with(b"{\"table\":[["));
 }

@@ -5,7 +5,9 @@
 
 mod train_common;
 
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 fn posenc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_posenc"))
@@ -52,6 +54,7 @@ fn train_eval_and_export_end_to_end() {
         "--corpus",
         corpus_arg,
     ];
+    let _ = std::fs::remove_dir_all(&out);
     let mut args = vec!["train", "--scheme", "t5", "--steps", "3", "--out", out_arg];
     args.extend(tiny);
     let trained = posenc(&args);
@@ -123,7 +126,8 @@ fn train_eval_and_export_end_to_end() {
     assert_eq!(String::from_utf8_lossy(&maps.stdout).lines().count(), 33);
 
     // errors: one line, non-zero
-    fails_with(&["train", "--scheme", "bogus"], "nope, sinusoidal");
+    let bogus = posenc(&["train", "--scheme", "bogus", "--out", out_arg]);
+    assert!(String::from_utf8_lossy(&bogus.stderr).contains("possible values: nope, sinusoidal"));
     fails_with(
         &[
             "train",
@@ -154,10 +158,9 @@ fn train_eval_and_export_end_to_end() {
         ],
         "only for RoPE",
     );
-    fails_with(
-        &["eval", "--checkpoint", out_arg, "--scaling", "bogus"],
-        "linear, ntk, dynamic, yarn or llama3",
-    );
+    let bogus = posenc(&["eval", "--checkpoint", out_arg, "--scaling", "bogus"]);
+    assert!(String::from_utf8_lossy(&bogus.stderr)
+        .contains("possible values: linear, ntk, dynamic, yarn, llama3"));
     fails_with(
         &[
             "export",
@@ -204,4 +207,560 @@ fn kernels_reference_is_refused_where_a_command_does_not_take_it() {
         ],
         "--kernels reference applies to train and eval",
     );
+}
+
+/// The tiny model and corpus flags of these tests.
+fn tiny_flags(corpus: &Path) -> Vec<String> {
+    tiny_flags_but(corpus, &[])
+}
+
+/// The tiny flags, less those that `args` gives itself.
+fn tiny_flags_but(corpus: &Path, args: &[&str]) -> Vec<String> {
+    let corpus = corpus.display().to_string();
+    let pairs = [
+        ("--layers", "1"),
+        ("--d-model", "16"),
+        ("--heads", "2"),
+        ("--d-ff", "32"),
+        ("--train-len", "16"),
+        ("--batch", "4"),
+        ("--warmup", "1"),
+        ("--log-every", "0"),
+        ("--corpus", corpus.as_str()),
+    ];
+    let given = |flag: &str| {
+        args.iter()
+            .any(|a| *a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let mut flags = vec!["--quiet".to_string()];
+    for (flag, value) in pairs {
+        if !given(flag) {
+            flags.extend([flag.to_string(), value.to_string()]);
+        }
+    }
+    flags
+}
+
+/// `posenc train` with `args` and the tiny flags it does not give.
+fn train_tiny(corpus: &Path, args: &[&str]) -> Output {
+    let mut all: Vec<String> = vec!["train".into()];
+    all.extend(args.iter().map(ToString::to_string));
+    all.extend(tiny_flags_but(corpus, args));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    posenc(&all)
+}
+
+fn succeeded(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn fails_tiny_with(corpus: &Path, args: &[&str], needle: &str) {
+    let mut all: Vec<String> = vec!["train".into()];
+    all.extend(args.iter().map(ToString::to_string));
+    all.extend(tiny_flags_but(corpus, args));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    fails_with(&all, needle);
+}
+
+fn step_of(dir: &Path) -> u64 {
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let info: serde_json::Value = serde_json::from_str(&text).unwrap();
+    info["step"].as_u64().unwrap()
+}
+
+#[test]
+fn train_never_writes_where_it_was_not_told_to() {
+    let corpus = train_common::corpus("cli-out");
+    let out = corpus.join("ckpt");
+    let out_arg = out.to_str().unwrap();
+    // --out is required: no default folder (the shipped data/checkpoints/<scheme> was one)
+    let missing = posenc(&["train", "--scheme", "alibi", "--steps", "1"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--out <OUT>"));
+    succeeded(&train_tiny(
+        &corpus,
+        &["--scheme", "alibi", "--steps", "2", "--out", out_arg],
+    ));
+    let weights = std::fs::read(out.join("model.safetensors")).unwrap();
+    // an existing checkpoint is replaced only with --force
+    fails_tiny_with(
+        &corpus,
+        &["--scheme", "alibi", "--steps", "1", "--out", out_arg],
+        "already holds a checkpoint (alibi, step 2 of 2); --resume continues it, --force replaces it",
+    );
+    assert_eq!(
+        std::fs::read(out.join("model.safetensors")).unwrap(),
+        weights
+    );
+    succeeded(&train_tiny(
+        &corpus,
+        &[
+            "--scheme", "alibi", "--steps", "1", "--seed", "5", "--out", out_arg, "--force",
+        ],
+    ));
+    assert_eq!(step_of(&out), 1);
+    // a folder with other files is never a target, even with --force
+    let other = corpus.join("notes");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("todo.txt"), "mine").unwrap();
+    fails_tiny_with(
+        &corpus,
+        &[
+            "--scheme",
+            "alibi",
+            "--steps",
+            "1",
+            "--force",
+            "--out",
+            other.to_str().unwrap(),
+        ],
+        "not a checkpoint's (todo.txt)",
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("todo.txt")).unwrap(),
+        "mine"
+    );
+    // an --out that cannot be written fails before the corpus is even read
+    let under_a_file = corpus.join("train.txt").join("ckpt");
+    fails_with(
+        &[
+            "train",
+            "--scheme",
+            "alibi",
+            "--out",
+            under_a_file.to_str().unwrap(),
+            "--corpus",
+            "/nonexistent",
+        ],
+        "train.txt",
+    );
+}
+
+#[test]
+fn bad_training_values_are_refused_before_work_and_nothing_is_written() {
+    let corpus = train_common::corpus("cli-values");
+    let out = corpus.join("never");
+    let out_arg = out.to_str().unwrap();
+    for (args, needle) in [
+        (
+            &["--batch", "0"][..],
+            "invalid batch = 0: allowed is 1 to 4096",
+        ),
+        (&["--lr", "nan"], "invalid lr = NaN"),
+        (&["--lr", "-1"], "invalid lr = -1"),
+        (&["--lr=-1"], "invalid lr = -1"),
+        (
+            &["--train-len", "1000000"],
+            "invalid train_len = 1000000: allowed is 2 to 16384",
+        ),
+        (
+            &["--heads", "4294967296"],
+            "invalid heads = 4294967296: allowed is 1 to 256",
+        ),
+        (&["--steps", "0"], "invalid steps = 0"),
+        (
+            &["--scheme", "alibi", "--scaling", "yarn"],
+            "invalid --scaling = yarn",
+        ),
+    ] {
+        let mut all = vec!["--out", out_arg];
+        if !args.contains(&"--scheme") {
+            all.extend(["--scheme", "rope"]);
+        }
+        all.extend(args);
+        fails_tiny_with(&corpus, &all, needle);
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+}
+
+#[test]
+fn resume_refuses_what_contradicts_its_checkpoint() {
+    let corpus = train_common::corpus("cli-resume");
+    let out = corpus.join("ckpt");
+    let out_arg = out.to_str().unwrap();
+    succeeded(&train_tiny(
+        &corpus,
+        &[
+            "--scheme",
+            "rope",
+            "--steps",
+            "6",
+            "--stop-after",
+            "3",
+            "--out",
+            out_arg,
+        ],
+    ));
+    assert_eq!(step_of(&out), 3);
+    let before = std::fs::read(out.join("model.safetensors")).unwrap();
+    for (args, needle) in [
+        (
+            &["--steps", "2"][..],
+            "invalid steps = 2: allowed is at least 3",
+        ),
+        (
+            &["--scheme", "alibi"],
+            "scheme = \"alibi\" (checkpoint: \"rope\")",
+        ),
+        (&["--layers", "2"], "layers = 2 (checkpoint: 1)"),
+        (&["--lr", "0.01"], "lr = 0.01 (checkpoint: 0.003)"),
+        (&["--batch", "8"], "batch = 8 (checkpoint: 4)"),
+        (&["--f16"], "dtype = F16 (checkpoint: F32)"),
+        (&["--scaling", "yarn"], "rope_scaling"),
+    ] {
+        let mut all = vec!["--resume", "--out", out_arg];
+        all.extend(args);
+        fails_tiny_with(&corpus, &all, needle);
+        assert_eq!(
+            std::fs::read(out.join("model.safetensors")).unwrap(),
+            before
+        );
+        assert_eq!(step_of(&out), 3, "{args:?}");
+    }
+    // flags equal to the checkpoint's are fine, and a bare --resume takes the rest from it
+    succeeded(&train_tiny(
+        &corpus,
+        &["--resume", "--out", out_arg, "--steps", "5"],
+    ));
+    assert_eq!(step_of(&out), 5);
+    let bare = posenc(&[
+        "train",
+        "--resume",
+        "--out",
+        out_arg,
+        "--quiet",
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
+    succeeded(&bare);
+    assert!(String::from_utf8_lossy(&bare.stdout).contains("step 5/5"));
+    // --resume with --force or --init is a contradiction of flags
+    let both = posenc(&["train", "--resume", "--force", "--out", out_arg]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
+#[test]
+fn a_killed_training_keeps_its_last_periodic_checkpoint_whole_and_resumes() {
+    let corpus = train_common::corpus("cli-kill");
+    let out = corpus.join("ckpt");
+    let mut args: Vec<String> = [
+        "train",
+        "--scheme",
+        "t5",
+        "--steps",
+        "100000",
+        "--save-every",
+        "3",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    args.extend(["--out".to_string(), out.display().to_string()]);
+    args.extend(tiny_flags(&corpus));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_posenc"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // kill it (SIGKILL) once a periodic checkpoint exists, wherever it is in its next save
+    let began = Instant::now();
+    while !out.join("config.json").exists() {
+        assert!(
+            began.elapsed() < Duration::from_secs(120),
+            "no checkpoint after 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // whatever the moment, a reader finds a whole checkpoint at a multiple of 3 steps
+    let eval = posenc(&[
+        "eval",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--lengths",
+        "16",
+        "--max-bytes",
+        "100",
+        "--quiet",
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
+    succeeded(&eval);
+    let step = step_of(&out);
+    assert!(step >= 3 && step % 3 == 0, "step {step}");
+    // and the run continues from it
+    let target = (step + 2).to_string();
+    succeeded(&train_tiny(
+        &corpus,
+        &[
+            "--resume",
+            "--out",
+            out.to_str().unwrap(),
+            "--steps",
+            &target,
+        ],
+    ));
+    assert_eq!(step_of(&out), step + 2);
+}
+
+#[test]
+fn eval_and_export_check_their_inputs_and_outputs_before_work() {
+    let corpus = train_common::corpus("cli-eval");
+    let out = corpus.join("t5");
+    let (corpus_arg, out_arg) = (corpus.to_str().unwrap(), out.to_str().unwrap());
+    succeeded(&train_tiny(
+        &corpus,
+        &["--scheme", "t5", "--steps", "1", "--out", out_arg],
+    ));
+    let unwritable = corpus.join("train.txt").join("out.csv");
+    let unwritable = unwritable.to_str().unwrap();
+    for (args, needle) in [
+        (
+            &[
+                "eval",
+                "--checkpoint",
+                out_arg,
+                "--lengths",
+                "200000",
+                "--max-bytes",
+                "0",
+            ][..],
+            "invalid lengths = 200000: allowed is one or more lengths, each from 1 to 16384",
+        ),
+        (
+            &["eval", "--checkpoint", out_arg, "--lengths", "0"],
+            "invalid lengths = 0",
+        ),
+        (
+            &["eval", "--checkpoint", out_arg, "--csv", unwritable],
+            "train.txt",
+        ),
+        (
+            &[
+                "eval",
+                "--checkpoint",
+                out_arg,
+                "--per-position",
+                unwritable,
+            ],
+            "train.txt",
+        ),
+        (
+            &[
+                "export",
+                "t5-bias",
+                "--checkpoint",
+                out_arg,
+                "--min=-100000000000",
+            ],
+            "at most 10000000 rows",
+        ),
+        (
+            &[
+                "export",
+                "t5-bias",
+                "--checkpoint",
+                out_arg,
+                "--out",
+                unwritable,
+            ],
+            "train.txt",
+        ),
+        (
+            &[
+                "export",
+                "attention",
+                "--checkpoint",
+                out_arg,
+                "--length",
+                "32",
+                "--pool",
+                "8",
+                "--offset",
+                "18446744073709551615",
+                "--corpus",
+                corpus_arg,
+            ],
+            "invalid --offset = 18446744073709551615",
+        ),
+        (
+            &[
+                "export",
+                "attention",
+                "--checkpoint",
+                out_arg,
+                "--length",
+                "1000000",
+            ],
+            "invalid --length = 1000000: allowed is 1 to 16384",
+        ),
+    ] {
+        fails_with(args, needle);
+    }
+    // -1e11 is not an integer: the parser says so
+    let float = posenc(&["export", "t5-bias", "--checkpoint", out_arg, "--min=-1e11"]);
+    assert_eq!(float.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&float.stderr).contains("invalid value '-1e11'"));
+    // a checkpoint whose config.json has a mistyped key is refused, naming the key
+    let bad = corpus.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    for f in ["model.safetensors", "state.json"] {
+        std::fs::copy(out.join(f), bad.join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(out.join("config.json")).unwrap();
+    std::fs::write(
+        bad.join("config.json"),
+        text.replace("\"rope_scaling\"", "\"rope_scalin\""),
+    )
+    .unwrap();
+    fails_with(
+        &[
+            "eval",
+            "--checkpoint",
+            bad.to_str().unwrap(),
+            "--corpus",
+            corpus_arg,
+        ],
+        "unknown field `rope_scalin`",
+    );
+    // eval writes no file unless asked: the checkpoint folder stays as it was
+    succeeded(&posenc(&[
+        "eval",
+        "--checkpoint",
+        out_arg,
+        "--lengths",
+        "16",
+        "--max-bytes",
+        "100",
+        "--quiet",
+        "--corpus",
+        corpus_arg,
+    ]));
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "config.json",
+            "model.safetensors",
+            "optimizer.bpk",
+            "state.json"
+        ]
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_eval_and_export_quietly() {
+    let corpus = train_common::corpus("cli-pipe");
+    let out = corpus.join("t5");
+    let (corpus_arg, out_arg) = (corpus.to_str().unwrap(), out.to_str().unwrap());
+    succeeded(&train_tiny(
+        &corpus,
+        &["--scheme", "t5", "--steps", "1", "--out", out_arg],
+    ));
+    for args in [
+        &[
+            "eval",
+            "--checkpoint",
+            out_arg,
+            "--lengths",
+            "16,32",
+            "--max-bytes",
+            "200",
+            "--quiet",
+            "--corpus",
+            corpus_arg,
+        ][..],
+        &["export", "t5-bias", "--checkpoint", out_arg],
+        &[
+            "export",
+            "attention",
+            "--checkpoint",
+            out_arg,
+            "--length",
+            "32",
+            "--pool",
+            "8",
+            "--windows",
+            "1",
+            "--corpus",
+            corpus_arg,
+        ],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_posenc"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // the reader is gone before the first byte (`| true`)
+        drop(child.stdout.take());
+        let done = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert!(
+            done.status.success(),
+            "{args:?}: {:?} {stderr}",
+            done.status
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_sweep_with_a_bad_config_fails_before_training() {
+    let corpus = train_common::corpus("cli-sweep");
+    let dir = corpus.join("sweep");
+    std::fs::create_dir_all(&dir).unwrap();
+    let checkpoints = dir.join("checkpoints");
+    let config = |json: &str| -> PathBuf {
+        let path = dir.join("config.json");
+        std::fs::write(&path, json).unwrap();
+        path
+    };
+    let paths = format!(
+        r#""checkpoints": "{}", "results": "{}""#,
+        checkpoints.display(),
+        dir.join("results/r.csv").display()
+    );
+    for (json, needle) in [
+        (
+            format!(r#"{{"stpes": 3, {paths}}}"#),
+            "unknown field `stpes`",
+        ),
+        (
+            format!(r#"{{"checkpoint": "x", {paths}}}"#),
+            "unknown field `checkpoint`",
+        ),
+        (
+            format!(r#"{{"eval": {{"lengths": [0]}}, {paths}}}"#),
+            "invalid lengths = 0",
+        ),
+        (
+            format!(r#"{{"train": {{"batch": 0}}, {paths}}}"#),
+            "invalid batch = 0",
+        ),
+    ] {
+        let path = config(&json);
+        fails_with(
+            &[
+                "sweep",
+                "--config",
+                path.to_str().unwrap(),
+                "--corpus",
+                corpus.to_str().unwrap(),
+            ],
+            needle,
+        );
+        assert!(!checkpoints.exists(), "{json}: trained before failing");
+    }
 }

@@ -13,17 +13,7 @@ use posenc::train::{load_model, train, CheckpointInfo, TrainConfig, TrainRun};
 use train_common::{corpus, tiny};
 
 fn info(c: &ModelConfig) -> CheckpointInfo {
-    CheckpointInfo {
-        model: c.clone(),
-        train: TrainConfig::default(),
-        step: 0,
-        params: 0,
-        dtype: WeightDtype::F32,
-        init_from: None,
-        final_train_loss: None,
-        train_seconds: 0.0,
-        tokens_per_second: None,
-    }
+    CheckpointInfo::new(c.clone(), TrainConfig::default(), 0, WeightDtype::F32)
 }
 
 fn options(dir: &std::path::Path, lengths: Vec<usize>) -> EvalOptions {
@@ -141,8 +131,10 @@ fn run(
         },
         out: dir.join(out),
         resume,
+        overwrite: false,
         init: None,
         stop_after,
+        save_every: 0,
         log_every: 0,
         progress: false,
         dtype,

@@ -45,7 +45,7 @@ enum Command {
     /// Train the byte-level language model with one position scheme.
     #[cfg(feature = "train")]
     Train(Box<train_cli::TrainArgs>),
-    /// Perplexity of a checkpoint versus length (prints and writes CSV).
+    /// Perplexity of a checkpoint versus length (CSV on standard output; --csv also writes it).
     #[cfg(feature = "train")]
     Eval(Box<train_cli::EvalArgs>),
     /// Train and evaluate every scheme (the results table).
@@ -135,7 +135,7 @@ struct RopeArgs {
     scaling: Option<ScalingKind>,
     /// Scaling factor s (required with --scaling; for yarn, defaults to
     /// max-position / original-max as in HF when omitted).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     factor: Option<f64>,
     /// Training context L (original_max_position_embeddings); default: --max-position
     /// (llama3: 8192).

@@ -173,7 +173,18 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
 /// content.
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let text = fs::read_to_string(path).map_err(|e| io_error(path, e))?;
-    serde_json::from_str(&text).map_err(|e| format_error(path, e))
+    serde_json::from_str(&text).map_err(|e| {
+        // serde names unknown keys itself; for a value of the wrong type, show its line
+        let line = text
+            .lines()
+            .nth(e.line().saturating_sub(1))
+            .map(str::trim)
+            .filter(|l| e.line() > 0 && !l.is_empty());
+        match line {
+            Some(l) if e.is_data() => format_error(path, format!("{e}: `{l}`")),
+            _ => format_error(path, e),
+        }
+    })
 }
 
 /// Writes `bytes` to `path` through a synced temporary file in the same folder and a rename,
@@ -733,4 +744,203 @@ fn weights_from_bytes(
         ));
     }
     Ok(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Scheme;
+
+    fn tiny() -> ModelConfig {
+        ModelConfig {
+            scheme: Scheme::Alibi,
+            layers: 1,
+            d_model: 16,
+            heads: 2,
+            d_ff: 32,
+            train_len: 12,
+            max_positions: 12,
+            ..ModelConfig::default()
+        }
+    }
+
+    fn folder(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("posenc-checkpoint-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A model (weights seeded by `seed`) saved as step `step`, or stopped at `stop`.
+    fn save_model(dir: &Path, seed: u64, step: usize, stop: Option<SaveStep>) -> Result<Lm> {
+        let model = Lm::new(&tiny(), seed, &Device::flex()).unwrap();
+        let train = TrainConfig {
+            steps: 10,
+            ..TrainConfig::default()
+        };
+        let mut info = CheckpointInfo::new(tiny(), train, 0, WeightDtype::F32);
+        info.step = step;
+        let optim = burn::optim::AdamWConfig::new().init();
+        save_until(
+            dir,
+            &model,
+            Some(&optim),
+            &mut info,
+            &mut TrainState::default(),
+            stop,
+        )
+        .map(|()| model)
+    }
+
+    fn embedding(model: &Lm) -> Vec<f32> {
+        super::super::to_vec(model.embedding.val())
+    }
+
+    #[test]
+    fn a_save_stopped_at_any_step_leaves_the_old_or_the_new_checkpoint_whole() {
+        let root = folder("kill");
+        let device = Device::flex();
+        for stop in [
+            SaveStep::WeightsWritten,
+            SaveStep::NewSynced,
+            SaveStep::OldMovedAside,
+            SaveStep::NewMovedIn,
+        ] {
+            let dir = root.join(format!("{stop:?}"));
+            let old = save_model(&dir, 1, 1, None).unwrap();
+            let err = save_model(&dir, 2, 2, Some(stop)).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("stopped"), "{err}");
+            let new = Lm::new(&tiny(), 2, &device).unwrap();
+            // a reader recovers a whole checkpoint: weights and config.json of one save
+            let (loaded, info) = load_model(&dir, &device).unwrap();
+            let expected = match info.step {
+                1 => &old,
+                2 => &new,
+                s => panic!("{stop:?}: step {s}"),
+            };
+            assert_eq!(embedding(&loaded), embedding(expected), "{stop:?}");
+            // the new save is the one kept once its folder is complete and the old one moved
+            let want_new = matches!(stop, SaveStep::OldMovedAside | SaveStep::NewMovedIn);
+            assert_eq!(info.step, if want_new { 2 } else { 1 }, "{stop:?}");
+            // the next save completes and leaves no leftovers
+            save_model(&dir, 3, 3, None).unwrap();
+            assert_eq!(read_info(&dir).unwrap().step, 3);
+            for suffix in ["new", "old"] {
+                assert!(!sibling(&dir, suffix).exists(), "{stop:?}: .{suffix} left");
+            }
+        }
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_first_save_stopped_early_leaves_no_checkpoint_and_a_late_stop_a_whole_one() {
+        let root = folder("first");
+        let device = Device::flex();
+        for (stop, whole) in [
+            (SaveStep::WeightsWritten, false),
+            (SaveStep::NewSynced, true),
+            (SaveStep::OldMovedAside, true),
+        ] {
+            let dir = root.join(format!("{stop:?}"));
+            assert!(save_model(&dir, 1, 1, Some(stop)).is_err());
+            match load_model(&dir, &device) {
+                Ok((_, info)) => assert!(whole && info.step == 1, "{stop:?}"),
+                Err(e) => assert!(!whole, "{stop:?}: {e}"),
+            }
+        }
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn weights_of_another_save_are_refused() {
+        let root = folder("mixed");
+        let (a, b) = (root.join("a"), root.join("b"));
+        save_model(&a, 1, 1, None).unwrap();
+        save_model(&b, 2, 2, None).unwrap();
+        fs::copy(b.join(WEIGHTS_FILE), a.join(WEIGHTS_FILE)).unwrap();
+        let e = load_model(&a, &Device::flex()).unwrap_err();
+        assert!(matches!(e, Error::Format { .. }), "{e:?}");
+        assert!(e.to_string().contains("another save"), "{e}");
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn non_finite_weights_are_never_saved() {
+        struct Poison;
+        impl ModuleMapper for Poison {
+            fn map_float<const D: usize>(&mut self, p: Param<Tensor<D>>) -> Param<Tensor<D>> {
+                p.map(|t| t.mul_scalar(f32::NAN))
+            }
+        }
+        let root = folder("nan");
+        let dir = root.join("c");
+        let good = save_model(&dir, 1, 1, None).unwrap();
+        let bad = good.clone().map(&mut Poison);
+        let mut info = read_info(&dir).unwrap();
+        info.step = 2;
+        let e = save(&dir, &bad, None, &mut info, &mut TrainState::default()).unwrap_err();
+        assert!(matches!(e, Error::NonFinite(_)), "{e:?}");
+        assert!(e.to_string().contains("not finite"), "{e}");
+        // the good checkpoint is untouched and nothing was written beside it
+        let (loaded, info) = load_model(&dir, &Device::flex()).unwrap();
+        assert_eq!(info.step, 1);
+        assert_eq!(embedding(&loaded), embedding(&good));
+        assert!(!sibling(&dir, "new").exists());
+        // f32 weights too large for f16 are not finite in f16
+        let huge = good.map(&mut {
+            struct Scale;
+            impl ModuleMapper for Scale {
+                fn map_float<const D: usize>(&mut self, p: Param<Tensor<D>>) -> Param<Tensor<D>> {
+                    p.map(|t| t.mul_scalar(1e9))
+                }
+            }
+            Scale
+        });
+        let e = weights_bytes(&huge, WeightDtype::F16).unwrap_err();
+        assert!(e.to_string().contains("in f16"), "{e}");
+        assert!(weights_bytes(&huge, WeightDtype::F32).is_ok());
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn unknown_keys_in_config_json_are_format_errors_naming_the_key() {
+        let root = folder("keys");
+        let dir = root.join("c");
+        save_model(&dir, 1, 1, None).unwrap();
+        let path = dir.join(CONFIG_FILE);
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(&path, text.replace("\"rope_scaling\"", "\"rope_scalin\"")).unwrap();
+        let e = read_info(&dir).unwrap_err();
+        assert!(matches!(e, Error::Format { .. }), "{e:?}");
+        assert!(e.to_string().contains("rope_scalin"), "{e}");
+        // an out-of-range value names its key too
+        fs::write(&path, text.replace("\"lr\": 0.003", "\"lr\": null")).unwrap();
+        assert!(read_info(&dir).unwrap_err().to_string().contains("lr"));
+        fs::write(&path, text.replace("\"batch\": 32", "\"batch\": 0")).unwrap();
+        let e = read_info(&dir).unwrap_err().to_string();
+        assert!(e.contains("invalid batch = 0"), "{e}");
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn output_paths_are_checked_before_work() {
+        let root = folder("writable");
+        let file = root.join("a-file");
+        fs::write(&file, "x").unwrap();
+        // a folder under a regular file cannot be created
+        let e = ensure_dir_writable(&file.join("ckpt")).unwrap_err();
+        assert!(
+            matches!(e, Error::Io(_)) && e.to_string().contains("a-file"),
+            "{e}"
+        );
+        assert!(ensure_writable(&file.join("out.csv")).is_err());
+        assert!(ensure_writable(&root)
+            .unwrap_err()
+            .to_string()
+            .contains("folder"));
+        ensure_writable(&root.join("new/sub/out.csv")).unwrap();
+        ensure_dir_writable(&root.join("ckpt")).unwrap();
+        let _ = fs::remove_dir_all(&root);
+    }
 }
