@@ -1,6 +1,8 @@
 //! For every scheme, the burn application ([`posenc::model::attend`]) equals the reference
 //! attention on ndarray ([`posenc::attention::attention`]) on random inputs: scores, weights
-//! and outputs of every head. The maximum absolute error per scheme is printed
+//! and outputs of every head. The absolute schemes (sinusoidal, learned) are checked where the
+//! model applies them: added to the embedded input, before LayerNorm and the projections, in
+//! the model's own forward pass. The maximum absolute error per scheme is printed
 //! (`cargo test --features train --test train_equivalence -- --nocapture`).
 #![cfg(feature = "train")]
 
@@ -25,7 +27,7 @@ use posenc::encodings::t5::{T5Bias, T5Buckets};
 use posenc::encodings::tupe::Tupe;
 use posenc::encodings::xl::{TransformerXl, XlDirection};
 use posenc::encodings::xpos::XPos;
-use posenc::model::{attend, Lm, ModelConfig, PositionContext, Scheme};
+use posenc::model::{attend, int_tensor, Lm, ModelConfig, PositionContext, Scheme};
 use train_common::{array2, tensor2, tiny};
 
 fn vec1(t: Tensor<1>) -> Vec<f32> {
@@ -57,11 +59,7 @@ fn reference(
     };
     match c.scheme {
         Scheme::Nope => Box::new(NoPe),
-        Scheme::Sinusoidal => Box::new(SinusoidalAbsolute::new(dh).unwrap()),
-        Scheme::Learned => {
-            let table = array2(lm.positions.learned.as_ref().unwrap().val());
-            Box::new(LearnedAbsolute::from_table(table).unwrap())
-        }
+        Scheme::Sinusoidal | Scheme::Learned => unreachable!("checked by check_absolute"),
         Scheme::Shaw => {
             let (k, v) = terms.shaw.clone().unwrap();
             Box::new(ShawRelative::from_tables(c.shaw_max_relative, array2(k), array2(v)).unwrap())
@@ -129,6 +127,84 @@ fn reference(
     }
 }
 
+/// LayerNorm of every row, $\gamma (x - \mu) / \sqrt{\sigma^2 + \epsilon} + \beta$.
+fn layer_norm(x: &Array2<f32>, ln: &burn::nn::LayerNorm) -> Array2<f32> {
+    let gamma = Array1::from(vec1(ln.gamma.val()));
+    let beta = Array1::from(vec1(ln.beta.as_ref().unwrap().val()));
+    let mut out = x.clone();
+    for mut row in out.rows_mut() {
+        let mean = row.mean().unwrap();
+        let var = row.mapv(|v| (v - mean).powi(2)).mean().unwrap();
+        let inv = 1.0 / (var + posenc::model::LAYER_NORM_EPS).sqrt();
+        let normed = (&row - mean) * inv * &gamma + &beta;
+        row.assign(&normed);
+    }
+    out
+}
+
+/// $x W + b$ of a burn `Linear` (weight `[d_in, d_out]`) on ndarray.
+fn linear(x: &Array2<f32>, lin: &burn::nn::Linear) -> Array2<f32> {
+    let w = array2(lin.weight.val());
+    let b = Array1::from(vec1(lin.bias.as_ref().unwrap().val()));
+    x.dot(&w) + &b
+}
+
+/// Absolute schemes, where the model applies them: the model's own forward pass on random
+/// bytes (attention weights of layer 0, and the block's attention output) against the
+/// reference composed on ndarray: $x_i = \sqrt{d} E[\text{byte}_i]$, the scheme's
+/// `transform_qk` adds $p_i$ to it, then LayerNorm, $W_q, W_k, W_v$, position-free attention
+/// per head ([`NoPe`]: the positions are in the input already) and $W_o$. A model that added
+/// the table anywhere else (to q and k after the projections, or not at all) fails.
+fn check_absolute(scheme: Scheme, seed: u64) -> f32 {
+    let device = Device::flex();
+    let c = tiny(scheme);
+    let (h, dh, l, d) = (c.heads, c.head_dim(), c.train_len, c.d_model);
+    let lm = Lm::new(&c, seed, &device).unwrap();
+    let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
+    let bytes: Vec<i64> = train_common::text(l, seed + 11)
+        .into_iter()
+        .map(i64::from)
+        .collect();
+    // the model: its forward pass, attention weights of the first layer, [1, H, L, L]
+    let (_, probs) = lm.forward_traced(&c, &ctx, int_tensor(bytes.clone(), [1, l], &device), true);
+    // the reference: sqrt(d) E[byte], [L, d]
+    let e = array2(lm.embedding.val());
+    let x = Array2::from_shape_fn((l, d), |(i, j)| {
+        e[[bytes[i] as usize, j]] * (d as f32).sqrt()
+    });
+    let absolute: Box<dyn PositionScheme> = match scheme {
+        Scheme::Sinusoidal => Box::new(SinusoidalAbsolute::new(d).unwrap()),
+        _ => Box::new(
+            LearnedAbsolute::from_table(array2(lm.positions.learned.as_ref().unwrap().val()))
+                .unwrap(),
+        ),
+    };
+    // x + p, [L, d]: the scheme's own application, on the input
+    let (with_positions, _) = absolute.transform_qk(x.view(), x.view()).unwrap();
+    let block = &lm.blocks[0];
+    let normed = layer_norm(&with_positions, &block.ln_attn);
+    let (q, k, v) = (
+        linear(&normed, &block.attn.query),
+        linear(&normed, &block.attn.key),
+        linear(&normed, &block.attn.value),
+    );
+    let mut heads_out = Array2::<f32>::zeros((l, d));
+    let mut worst = 0.0f32;
+    for hh in 0..h {
+        let cols = s![.., hh * dh..(hh + 1) * dh];
+        let r = attention(q.slice(cols), k.slice(cols), v.slice(cols), &NoPe, hh, true).unwrap();
+        worst = worst.max(max_abs_diff(&head(&probs[0], hh), &r.probs));
+        heads_out.slice_mut(cols).assign(&r.output);
+    }
+    // the block's attention output from the same normalised input, [L, d]
+    let (out, _) =
+        block
+            .attn
+            .forward_parts(&c, &ctx, tensor2(&normed, &device).reshape([1, l, d]), None);
+    let reference_out = linear(&heads_out, &block.attn.out);
+    worst.max(max_abs_diff(&array2(out.reshape([l, d])), &reference_out))
+}
+
 fn max_abs_diff(a: &Array2<f32>, b: &Array2<f32>) -> f32 {
     assert_eq!(a.dim(), b.dim());
     a.iter()
@@ -146,12 +222,11 @@ fn max_abs_diff(a: &Array2<f32>, b: &Array2<f32>) -> f32 {
 
 /// Max abs error over scores, weights and outputs of every head, for one scheme.
 fn check(scheme: Scheme, seed: u64) -> f32 {
-    let device = Device::flex();
-    let mut c = tiny(scheme);
     if matches!(scheme, Scheme::Sinusoidal | Scheme::Learned) {
-        // the reference adds the table to q and k of one head: one head of width d_model
-        c.heads = 1;
+        return check_absolute(scheme, seed);
     }
+    let device = Device::flex();
+    let c = tiny(scheme);
     let (h, dh, l) = (c.heads, c.head_dim(), c.train_len);
     let lm = Lm::new(&c, seed, &device).unwrap();
     let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
@@ -160,18 +235,7 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
         .map(|_| Array2::random_using((h * l, dh), StandardNormal, &mut rng))
         .collect();
     let to4 = |a: &Array2<f32>| tensor2(a, &device).reshape([1, h, l, dh]);
-    let (mut q, mut k, v) = (to4(&qkv[0]), to4(&qkv[1]), to4(&qkv[2]));
-    // absolute schemes: the model adds the table to the input; here to q and k
-    let table = match scheme {
-        Scheme::Sinusoidal => ctx.sinusoidal.clone(),
-        Scheme::Learned => Some(lm.positions.learned.as_ref().unwrap().val()),
-        _ => None,
-    };
-    if let Some(t) = table {
-        let t = t.unsqueeze::<4>();
-        q = q + t.clone();
-        k = k + t;
-    }
+    let (q, k, v) = (to4(&qkv[0]), to4(&qkv[1]), to4(&qkv[2]));
     let tupe_p = lm.positions.tupe.as_ref().map(|p| p.val());
     let terms = lm.blocks[0].attn.position_terms(&c, &ctx, tupe_p);
     let parts = attend(q, k, v, &terms, &ctx, c.score_scale());
