@@ -69,9 +69,10 @@ smoke-sweep:
 	@test "$$(wc -l < $(SMOKE_CSV))" -eq 121 || { echo "smoke sweep: expected 120 rows in $(SMOKE_CSV)"; exit 1; }
 	@echo "smoke sweep: 120 rows (13 schemes, 5 RoPE scalings, 2 fine-tunes; 3 lengths; 2 modes) in $(SMOKE_CSV)"
 
-# The shipped results: every scheme trained and evaluated (data/checkpoints, data/results).
+# The shipped results: every scheme trained and evaluated (data/checkpoints, data/results: the
+# folders that data/configs/sweep.json names).
 sweep:
-	$(RELEASE_CARGO) run --release $(TRAIN) --bin posenc -- sweep
+	$(RELEASE_CARGO) run --release $(TRAIN) --bin posenc -- sweep --config data/configs/sweep.json
 
 # Training throughput against PyTorch (installs torch into target/bench-venv on first use).
 bench:
