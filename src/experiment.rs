@@ -577,6 +577,7 @@ struct TrainedFrom<'a> {
 /// `from`, or `None` when it can.
 fn why_not_reusable(
     config: &SweepConfig,
+    dir: &Path,
     info: &CheckpointInfo,
     model: &ModelConfig,
     train_cfg: &TrainConfig,
@@ -602,6 +603,17 @@ fn why_not_reusable(
             None => "no record of the text it was trained on".into(),
             Some(_) => "trained on another text".into(),
         }));
+    }
+    let weights = file_digest(&dir.join(WEIGHTS_FILE)).ok();
+    if weights.is_none()
+        || info
+            .weights_digest
+            .as_ref()
+            .is_some_and(|w| Some(w) != weights.as_ref())
+    {
+        return Ok(Some(format!(
+            "its {WEIGHTS_FILE} is missing or not the one its config.json records"
+        )));
     }
     if let Some(init) = from.init {
         let base = file_digest(&init.join(WEIGHTS_FILE))?;
@@ -635,7 +647,7 @@ fn ensure_trained(
 ) -> Result<f64> {
     if config.reuse {
         if let Ok(info) = read_info(dir) {
-            match why_not_reusable(config, &info, model, train_cfg, from)? {
+            match why_not_reusable(config, dir, &info, model, train_cfg, from)? {
                 None => {
                     log_line(&format!("  reusing {}", dir.display()));
                     return Ok(0.0);
@@ -758,6 +770,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let base_weights = dir.join(WEIGHTS_FILE);
         std::fs::write(&base_weights, b"base weights").unwrap();
+        let own = dir.join("own");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::write(own.join(WEIGHTS_FILE), b"own weights").unwrap();
         let config = SweepConfig::default();
         let model = config.model.clone();
         let train = config.train.clone();
@@ -765,12 +780,13 @@ mod tests {
         info.step = train.steps;
         info.corpus_digest = Some(digest(b"corpus"));
         info.init_digest = Some(digest(b"base weights"));
+        info.weights_digest = Some(digest(b"own weights"));
         let from = |corpus: &'static str, init: Option<&'static Path>| TrainedFrom {
             corpus_digest: Box::leak(digest(corpus.as_bytes()).into_boxed_str()),
             init,
         };
         let why = |info: &CheckpointInfo, from: TrainedFrom| {
-            why_not_reusable(&config, info, &model, &train, from).unwrap()
+            why_not_reusable(&config, &own, info, &model, &train, from).unwrap()
         };
         assert_eq!(why(&info, from("corpus", None)), None);
         let leaked: &'static Path = Box::leak(dir.clone().into_boxed_path());
@@ -787,6 +803,11 @@ mod tests {
         assert!(why(&older, from("corpus", None))
             .unwrap()
             .contains("no record"));
+        let mut other_save = info.clone();
+        other_save.weights_digest = Some(digest(b"other weights"));
+        assert!(why(&other_save, from("corpus", None))
+            .unwrap()
+            .contains("not the one"));
         let mut partial = info.clone();
         partial.step = 5;
         assert!(why(&partial, from("corpus", None))
