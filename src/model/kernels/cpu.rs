@@ -1373,7 +1373,7 @@ pub fn relative_gather(
     transposed: bool,
 ) -> Vec<f32> {
     let (ll, lr) = (l * l, l * r);
-    let heads = if lr == 0 { 0 } else { a.len() / lr };
+    let heads = a.len().checked_div(lr).unwrap_or(0);
     // SAFETY: every matrix's L x L entries are written below.
     unsafe {
         written_by(heads * ll, |out| {
@@ -1401,7 +1401,7 @@ pub fn relative_gather_backward(
     transposed: bool,
 ) -> Vec<f32> {
     let (ll, lr) = (l * l, l * r);
-    let heads = if ll == 0 { 0 } else { dy.len() / ll };
+    let heads = dy.len().checked_div(ll).unwrap_or(0);
     let mut da = vec![0.0f32; heads * lr];
     da.par_chunks_mut(lr.max(1))
         .zip(dy.par_chunks(ll.max(1)))
