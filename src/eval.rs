@@ -28,7 +28,7 @@ use crate::model::checkpoint::{write_atomic, CheckpointInfo};
 use crate::model::config::MAX_LEN;
 use crate::model::{int_tensor, to_vec, Kernels, Lm, ModelConfig, PositionContext, Scheme};
 use crate::results::csv_bytes;
-pub use crate::results::ResultRow;
+pub use crate::results::{ResultRow, WindowRow};
 
 /// How windows are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +56,8 @@ impl Mode {
 pub struct InferenceScaling {
     /// `linear` (PI), `ntk`, `dynamic`, `yarn` or `llama3`.
     pub kind: ScalingKind,
-    /// A fixed factor, or `None` for $L / L_{train}$ at each evaluated length $L$.
+    /// A fixed factor, or `None` for $L / L_{orig}$ at each evaluated length $L$, with
+    /// $L_{orig}$ the model's original length ([`original_len`]).
     pub factor: Option<f64>,
 }
 
@@ -110,6 +111,16 @@ pub fn check_lengths(lengths: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// The length a RoPE model's positions were originally trained at: its training length, or,
+/// for a model trained with a scaling of factor $s$ (a fine-tune at a longer length),
+/// $L_{train} / s$.
+pub fn original_len(model: &ModelConfig) -> usize {
+    match model.rope_scaling.factor() {
+        Some(s) if s >= 1.0 => ((model.train_len as f64 / s).round() as usize).max(1),
+        _ => model.train_len,
+    }
+}
+
 /// How the evaluation runs: the position context of each length and whether one pass serves
 /// all lengths.
 #[derive(Debug, Clone)]
@@ -140,11 +151,12 @@ impl EvalPlan {
                         format!("only for RoPE checkpoints (this one is {})", model.scheme),
                     ));
                 }
+                let original = original_len(model);
                 opts.lengths
                     .iter()
                     .map(|&l| {
-                        let f = s.factor.unwrap_or(l as f64 / model.train_len as f64);
-                        (l, s.kind.scaling(f, model.train_len))
+                        let f = s.factor.unwrap_or(l as f64 / original as f64);
+                        (l, s.kind.scaling(f, original))
                     })
                     .collect()
             }
@@ -174,13 +186,49 @@ pub fn evaluate(
     opts: &EvalOptions,
     device: &Device,
 ) -> Result<Vec<ResultRow>> {
+    Ok(evaluate_windows(model, info, variant, opts, device)?.0)
+}
+
+/// [`evaluate`], and the loss of every window behind each row.
+///
+/// # Errors
+/// As [`evaluate`].
+pub fn evaluate_windows(
+    model: &Lm,
+    info: &CheckpointInfo,
+    variant: &str,
+    opts: &EvalOptions,
+    device: &Device,
+) -> Result<(Vec<ResultRow>, Vec<WindowRow>)> {
     let c = &info.model;
     check_lengths(&opts.lengths)?;
     let text = read_split(&opts.corpus, &opts.split)?;
     let plan = EvalPlan::new(c, opts)?;
     let l_max = *opts.lengths.iter().max().unwrap_or(&1);
-    let row = |eval_len: usize, windows: &[(f64, usize)]| {
+    let factor_at = |l: usize| {
+        plan.scaling_at
+            .iter()
+            .find(|(at, _)| *at == l)
+            .and_then(|(_, s)| s.factor())
+    };
+    let mut window_rows = Vec::new();
+    let mut row = |eval_len: usize, windows: &[(f64, usize)], starts: &[usize]| {
         let (nats, std_error, n) = mean_and_std_error(windows);
+        window_rows.extend(
+            windows
+                .iter()
+                .zip(starts)
+                .map(|(&(sum, k), &start)| WindowRow {
+                    scheme: c.scheme.name().to_string(),
+                    variant: variant.to_string(),
+                    seed: info.train.seed,
+                    mode: opts.mode.name().to_string(),
+                    eval_len,
+                    start,
+                    bytes: k,
+                    nats_per_byte: sum / k.max(1) as f64,
+                }),
+        );
         ResultRow {
             scheme: c.scheme.name().to_string(),
             variant: variant.to_string(),
@@ -195,6 +243,7 @@ pub fn evaluate(
             steps: info.step,
             params: info.params,
             seed: info.train.seed,
+            scaling_factor: factor_at(eval_len),
         }
     };
     let too_short = |l: usize| {
@@ -229,7 +278,7 @@ pub fn evaluate(
                     opts,
                 )?;
                 for &l in &opts.lengths {
-                    results.push(row(l, &prefixes(&rows, l)));
+                    results.push(row(l, &prefixes(&rows, l), &starts));
                 }
                 if let Some(path) = &opts.per_position {
                     write_per_position(path, &rows)?;
@@ -237,7 +286,7 @@ pub fn evaluate(
             } else {
                 for &(l, scaling) in &plan.scaling_at {
                     let rows = window_losses(model, c, &text, &starts, l, scaling, device, opts)?;
-                    results.push(row(l, &prefixes(&rows, l)));
+                    results.push(row(l, &prefixes(&rows, l), &starts));
                     if l == l_max {
                         if let Some(path) = &opts.per_position {
                             write_per_position(path, &rows)?;
@@ -263,11 +312,11 @@ pub fn evaluate(
                         (r[from..].iter().map(|&x| f64::from(x)).sum(), l - from)
                     })
                     .collect();
-                results.push(row(l, &scored));
+                results.push(row(l, &scored, &starts));
             }
         }
     }
-    Ok(results)
+    Ok((results, window_rows))
 }
 
 /// The mean loss per byte over windows given as `(sum, count)`, the standard error of that

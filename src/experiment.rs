@@ -11,7 +11,7 @@
 //! `target/sweep/`: the sweep writes under `data/` only when its configuration says so
 //! (`data/configs/sweep.json`, the shipped results).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
@@ -22,14 +22,16 @@ use serde::{Deserialize, Serialize};
 use crate::data::{read_split, window_starts};
 use crate::error::{ensure, invalid, Error, Result};
 use crate::eval::{
-    check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow, ScalingKind,
+    check_lengths, evaluate_windows, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow,
+    ScalingKind, WindowRow,
 };
 use crate::model::checkpoint::{
-    digest, ensure_dir_writable, ensure_writable, file_digest, read_json, to_json, WeightDtype,
-    WEIGHTS_FILE,
+    digest, ensure_dir_writable, ensure_writable, file_digest, read_json, read_state, to_json,
+    write_atomic, WeightDtype, WEIGHTS_FILE,
 };
 use crate::model::config::MAX_LEN;
 use crate::model::{Kernels, ModelConfig, Scheme};
+use crate::results::{csv_bytes, read_csv};
 use crate::train::{load_model, log_line, read_info, train, CheckpointInfo, TrainConfig, TrainRun};
 
 /// Evaluation settings of the sweep.
@@ -77,8 +79,9 @@ impl SweepEval {
         corpus: &Path,
         device: &Device,
         progress: bool,
-    ) -> Result<Vec<ResultRow>> {
+    ) -> Result<(Vec<ResultRow>, Vec<WindowRow>)> {
         let mut rows = Vec::new();
+        let mut windows = Vec::new();
         for &mode in &self.modes {
             let opts = EvalOptions {
                 lengths: self.lengths.clone(),
@@ -95,9 +98,11 @@ impl SweepEval {
                 corpus: corpus.to_path_buf(),
                 kernels: Kernels::default(),
             };
-            rows.extend(evaluate(lm, info, variant, &opts, device)?);
+            let (r, w) = evaluate_windows(lm, info, variant, &opts, device)?;
+            rows.extend(r);
+            windows.extend(w);
         }
-        Ok(rows)
+        Ok((rows, windows))
     }
 }
 
@@ -159,8 +164,18 @@ pub struct SweepConfig {
     pub results: PathBuf,
     /// Precision of saved weights; default f16.
     pub dtype: WeightDtype,
-    /// Reuse a finished checkpoint with the same configuration; default true.
+    /// Reuse a finished checkpoint with the same configuration, and a finished item's results
+    /// when its weights and evaluation are the same; default true.
     pub reuse: bool,
+    /// Training seeds (weights and data order); every model is trained with each; default
+    /// 0, 1, 2.
+    pub seeds: Vec<u64>,
+    /// Checkpoint folder of every seed but the first (the first seed's go to `checkpoints`);
+    /// default `target/sweep/seed-checkpoints`.
+    pub seed_checkpoints: PathBuf,
+    /// Dynamic NTK's fixed factor $s$ at inference (the base grows with the evaluated length
+    /// $L$: $b\,(sL/L_{train} - s + 1)^{d/(d-2)}$ for $L > L_{train}$); default 2.
+    pub dynamic_factor: f64,
 }
 
 impl Default for SweepConfig {
@@ -182,6 +197,9 @@ impl Default for SweepConfig {
             results: "target/sweep/results/ppl_vs_length.csv".into(),
             dtype: WeightDtype::F16,
             reuse: true,
+            seeds: vec![0, 1, 2],
+            seed_checkpoints: "target/sweep/seed-checkpoints".into(),
+            dynamic_factor: 2.0,
         }
     }
 }
@@ -280,6 +298,24 @@ impl SweepConfig {
                     .map_err(|e| e.context(format!("fine-tune {kind}")))?;
             }
         }
+        ensure(
+            !self.seeds.is_empty()
+                && self
+                    .seeds
+                    .iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+                    == self.seeds.len(),
+            "seeds",
+            format!("{:?}", self.seeds),
+            "one or more distinct seeds",
+        )?;
+        ensure(
+            self.dynamic_factor.is_finite() && self.dynamic_factor >= 1.0,
+            "dynamic_factor",
+            self.dynamic_factor,
+            "a finite number >= 1",
+        )?;
         if self.schemes.is_empty() && ft.kinds.is_empty() {
             return Err(invalid("schemes", "[]", "at least one scheme or fine-tune"));
         }
@@ -288,9 +324,9 @@ impl SweepConfig {
 }
 
 /// Timing of one sweep item.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepTiming {
-    /// `scheme/variant`.
+    /// The item's name ([`SweepConfig::items`]).
     pub name: String,
     /// Training seconds (0 if reused).
     pub train_seconds: f64,
@@ -298,52 +334,221 @@ pub struct SweepTiming {
     pub eval_seconds: f64,
 }
 
-/// One unit of work of the sweep.
+/// One unit of work of the sweep, for one training seed.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Item {
+pub enum Item {
     /// Train (or reuse) a scheme and evaluate it.
-    Base(Scheme),
+    Base(Scheme, u64),
     /// Evaluate the RoPE checkpoint with a scaling applied at inference.
-    Inference(ScalingKind),
-    /// Fine-tune the RoPE checkpoint at a longer length with a scaling, and evaluate it.
-    Finetune(ScalingKind),
+    Inference(ScalingKind, u64),
+    /// Fine-tune the RoPE checkpoint at a longer length with a scaling, and evaluate it with
+    /// its training factor and with the factor that matches each length.
+    Finetune(ScalingKind, u64),
 }
 
 impl Item {
-    fn name(&self) -> String {
+    /// `scheme/seedK`, `rope/KIND/seedK` or `rope-ft-KIND/seedK`: what `--list` prints and
+    /// `--only` takes.
+    pub fn name(&self) -> String {
         match self {
-            Item::Base(s) => s.name().to_string(),
-            Item::Inference(k) => format!("rope/{}", k.name()),
-            Item::Finetune(k) => format!("rope-ft-{}", k.name()),
+            Item::Base(s, seed) => format!("{}/seed{seed}", s.name()),
+            Item::Inference(k, seed) => format!("rope/{}/seed{seed}", k.name()),
+            Item::Finetune(k, seed) => format!("rope-ft-{}/seed{seed}", k.name()),
         }
     }
 
-    /// Whether the item reads the RoPE checkpoint.
+    /// The item's name as a file stem (`/` replaced by `-`).
+    fn stem(&self) -> String {
+        self.name().replace('/', "-")
+    }
+
+    /// The training seed.
+    fn seed(&self) -> u64 {
+        match *self {
+            Item::Base(_, seed) | Item::Inference(_, seed) | Item::Finetune(_, seed) => seed,
+        }
+    }
+
+    /// Whether the item reads the RoPE checkpoint of its seed.
     fn needs_rope(&self) -> bool {
-        !matches!(self, Item::Base(_))
+        !matches!(self, Item::Base(..))
     }
 }
 
-/// The rows and timing of one finished item.
-type ItemResult = (Vec<ResultRow>, SweepTiming);
-
-/// What the workers share: the queue, the finished items, whether the RoPE checkpoint is
-/// ready, and the first error.
-struct Shared {
-    queue: Mutex<VecDeque<usize>>,
-    finished: Mutex<Vec<Option<ItemResult>>>,
-    rope_ready: (Mutex<Option<bool>>, Condvar),
-    error: Mutex<Option<Error>>,
+/// Which items of the sweep to run: all, those named (`--only`), or every `N`-th from
+/// the `I`-th (`--shard I/N`, 0-based). The results of every item done so far, by any run,
+/// are merged into one CSV.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    /// Item names ([`Item::name`]); empty for all.
+    pub only: Vec<String>,
+    /// `(i, n)`: items `i, i + n, i + 2n, ...` of the list.
+    pub shard: Option<(usize, usize)>,
 }
 
-/// Runs the sweep with `jobs` items at a time (each item trains or evaluates one model;
-/// items that use the RoPE checkpoint wait for it); returns every row in a fixed order
-/// (schemes, RoPE scalings, fine-tunes), also written to `config.results` after each item.
+impl Selection {
+    /// The chosen items' indices in `items`.
+    ///
+    /// # Errors
+    /// A name that is not an item, or a shard `i/n` with `n = 0` or `i >= n`.
+    fn choose(&self, items: &[Item]) -> Result<Vec<usize>> {
+        let names: Vec<String> = items.iter().map(Item::name).collect();
+        for want in &self.only {
+            if !names.contains(want) {
+                return Err(invalid(
+                    "--only",
+                    want,
+                    "an item of `posenc sweep --list` (for example nope/seed0)",
+                ));
+            }
+        }
+        if let Some((i, n)) = self.shard {
+            ensure(
+                n >= 1 && i < n,
+                "--shard",
+                format!("{i}/{n}"),
+                "I/N with 0 <= I < N",
+            )?;
+        }
+        Ok((0..items.len())
+            .filter(|&k| self.only.is_empty() || self.only.contains(&names[k]))
+            .filter(|&k| self.shard.is_none_or(|(i, n)| k % n == i))
+            .collect())
+    }
+}
+
+impl SweepConfig {
+    /// Every item of the sweep, in the order the results list them: for each seed, the
+    /// schemes, then the RoPE scalings at inference, then the RoPE fine-tunes.
+    pub fn items(&self) -> Vec<Item> {
+        let mut items = Vec::new();
+        for &seed in &self.seeds {
+            items.extend(self.schemes.iter().map(|&s| Item::Base(s, seed)));
+            if self.schemes.contains(&Scheme::Rope) {
+                items.extend(
+                    self.rope_inference
+                        .iter()
+                        .map(|&k| Item::Inference(k, seed)),
+                );
+            }
+            items.extend(self.finetune.kinds.iter().map(|&k| Item::Finetune(k, seed)));
+        }
+        items
+    }
+
+    /// The checkpoint folder of a model named `name` (a scheme, or `rope-ft-KIND`) trained
+    /// with `seed`: under [`SweepConfig::checkpoints`] for the first seed (the shipped ones),
+    /// under [`SweepConfig::seed_checkpoints`] as `NAME-seedK` for the others.
+    fn checkpoint_dir(&self, name: &str, seed: u64) -> PathBuf {
+        if Some(&seed) == self.seeds.first() {
+            self.checkpoints.join(name)
+        } else {
+            self.seed_checkpoints.join(format!("{name}-seed{seed}"))
+        }
+    }
+
+    /// The folder of the results CSV.
+    fn results_dir(&self) -> &Path {
+        self.results.parent().unwrap_or(Path::new("."))
+    }
+
+    /// A per-item output file: `DIR/STEM.EXT` next to the results CSV.
+    fn item_file(&self, dir: &str, item: &Item, ext: &str) -> PathBuf {
+        self.results_dir()
+            .join(dir)
+            .join(format!("{}.{ext}", item.stem()))
+    }
+}
+
+/// What a finished item records beside its rows: which weights and which evaluation
+/// produced them, so that a later run evaluates again only when either changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ItemRecord {
+    /// [`Item::name`].
+    item: String,
+    /// The digest of the evaluated weights.
+    weights_digest: String,
+    /// The evaluation settings.
+    eval: SweepEval,
+    /// The dynamic NTK factor (RoPE scalings at inference).
+    dynamic_factor: f64,
+    /// Seconds.
+    timing: SweepTiming,
+}
+
+/// One point of a training curve: the validation loss after `step` steps and the mean
+/// training loss of the steps since the previous point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurveRow {
+    /// Position scheme.
+    pub scheme: String,
+    /// `base`, or `ft-KIND` for a fine-tune.
+    pub variant: String,
+    /// Training seed.
+    pub seed: u64,
+    /// Steps done.
+    pub step: usize,
+    /// Training bytes seen.
+    pub bytes: usize,
+    /// Mean training loss of the steps since the previous point, nats per byte.
+    pub train_loss: f64,
+    /// Validation loss at this step ([`TrainConfig::valid_bytes`] of the split), nats per byte.
+    pub valid_loss: f64,
+}
+
+/// The training curve of a checkpoint from its `state.json`.
+fn curve_rows(dir: &Path, info: &CheckpointInfo, variant: &str) -> Result<Vec<CurveRow>> {
+    let state = read_state(dir)?;
+    let bytes_per_step = info.train.batch * info.model.train_len;
+    let mut previous = 0;
+    let mut rows = Vec::new();
+    for v in &state.valid {
+        let losses = state.losses.get(previous..v.step).unwrap_or(&[]);
+        let train_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+        rows.push(CurveRow {
+            scheme: info.model.scheme.name().to_string(),
+            variant: variant.to_string(),
+            seed: info.train.seed,
+            step: v.step,
+            bytes: v.step * bytes_per_step,
+            train_loss,
+            valid_loss: v.loss,
+        });
+        previous = v.step;
+    }
+    Ok(rows)
+}
+
+/// The rows, windows and curve of one finished item.
+struct ItemOutput {
+    rows: Vec<ResultRow>,
+    windows: Vec<WindowRow>,
+    curve: Vec<CurveRow>,
+}
+
+/// What the workers share: the queue, whether each seed's RoPE checkpoint is ready, and the
+/// first error.
+struct Shared {
+    queue: Mutex<VecDeque<usize>>,
+    rope_ready: (Mutex<BTreeMap<u64, bool>>, Condvar),
+    error: Mutex<Option<Error>>,
+    /// Serialises the merging of the item files into the combined outputs.
+    merge: Mutex<()>,
+}
+
+/// Runs the chosen items of the sweep with `jobs` items at a time (each item trains or
+/// evaluates one model; items that use a RoPE checkpoint wait for it). Each finished item
+/// writes its rows, windows and training curve to its own files next to the results CSV
+/// (`items/`, `windows/`, `curves/`), and the results CSV and `curves.csv` are then rebuilt
+/// from every item file there, so an interrupted sweep resumes where it stopped and shards run
+/// on several machines merge by copying their files into one folder. Returns the combined rows.
 ///
 /// # Errors
 /// The first training or evaluation error, with the item.
 pub fn sweep(
     config: &SweepConfig,
+    selection: &Selection,
     corpus: &Path,
     device: &Device,
     progress: bool,
@@ -351,9 +556,16 @@ pub fn sweep(
 ) -> Result<Vec<ResultRow>> {
     // everything that can fail is checked before the first model trains
     config.validate()?;
+    let items = config.items();
+    let chosen = selection.choose(&items)?;
     ensure_dir_writable(&config.checkpoints.join(Scheme::Rope.name()))?;
+    if config.seeds.len() > 1 {
+        ensure_dir_writable(&config.seed_checkpoints)?;
+    }
     ensure_writable(&config.results)?;
-    ensure_writable(&per_position_path(config, "rope"))?;
+    for dir in ["items", "windows", "curves", "per_position"] {
+        ensure_dir_writable(&config.results_dir().join(dir))?;
+    }
     let eval_text = read_split(corpus, &config.eval.split)?;
     let longest = config.eval.lengths.iter().copied().max().unwrap_or(1);
     for &mode in &config.eval.modes {
@@ -378,25 +590,32 @@ pub fn sweep(
     }
     let corpus_digest = digest(&read_split(corpus, "train")?);
     let began = Instant::now();
-    let mut items: Vec<Item> = config.schemes.iter().map(|&s| Item::Base(s)).collect();
-    if config.schemes.contains(&Scheme::Rope) {
-        items.extend(config.rope_inference.iter().map(|&k| Item::Inference(k)));
-    }
-    items.extend(config.finetune.kinds.iter().map(|&k| Item::Finetune(k)));
-    // RoPE first: the items that need its checkpoint can then run beside the other schemes
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_by_key(|&i| items[i] != Item::Base(Scheme::Rope));
-    let rope_trained_here = config.schemes.contains(&Scheme::Rope);
+    // per seed, RoPE first: the items that need its checkpoint can then run beside the others
+    let mut order = chosen.clone();
+    order.sort_by_key(|&i| {
+        (
+            items[i].seed(),
+            !matches!(items[i], Item::Base(Scheme::Rope, _)),
+        )
+    });
+    // a seed whose RoPE model is not trained by this run is ready (or missing) already
+    let ready: BTreeMap<u64, bool> = config
+        .seeds
+        .iter()
+        .filter(|&&seed| {
+            !chosen
+                .iter()
+                .any(|&i| items[i] == Item::Base(Scheme::Rope, seed))
+        })
+        .map(|&seed| (seed, true))
+        .collect();
     let shared = Shared {
         queue: Mutex::new(order.into()),
-        finished: Mutex::new(vec![None; items.len()]),
-        rope_ready: (
-            Mutex::new((!rope_trained_here).then_some(true)),
-            Condvar::new(),
-        ),
+        rope_ready: (Mutex::new(ready), Condvar::new()),
         error: Mutex::new(None),
+        merge: Mutex::new(()),
     };
-    let jobs = jobs.clamp(1, items.len().max(1));
+    let jobs = jobs.clamp(1, chosen.len().max(1));
     let progress = progress && jobs == 1;
     let total = items.len();
     std::thread::scope(|scope| {
@@ -409,33 +628,27 @@ pub fn sweep(
                 }
                 let item = items[i];
                 log_line(&format!("[{}/{total}] {} started", i + 1, item.name()));
-                let result = if item.needs_rope() && !wait_for_rope(&shared) {
+                let result = if item.needs_rope() && !wait_for_rope(&shared, item.seed()) {
                     Err(Error::Conflict(
-                        "the RoPE checkpoint failed; its scalings and fine-tunes are skipped"
+                        "the RoPE checkpoint of its seed failed; its scalings and fine-tunes are skipped"
                             .into(),
                     ))
                 } else {
                     run_item(config, item, corpus, &corpus_digest, device, progress)
                 };
-                if item == Item::Base(Scheme::Rope) {
+                if let Item::Base(Scheme::Rope, seed) = item {
                     let (ready, cvar) = &shared.rope_ready;
-                    *lock(ready) = Some(result.is_ok());
+                    lock(ready).insert(seed, result.is_ok());
                     cvar.notify_all();
                 }
-                match result {
-                    Ok(done) => {
-                        print_rows(&item.name(), &done.0);
-                        let mut finished = lock(&shared.finished);
-                        finished[i] = Some(done);
-                        let (rows, timings) = collect(&finished);
-                        if let Err(e) = write_outputs(config, &rows, &timings, began, jobs) {
-                            lock(&shared.error).get_or_insert(e);
-                        }
-                    }
-                    Err(e) => {
-                        log_line(&format!("[{}/{total}] {} failed: {e}", i + 1, item.name()));
-                        lock(&shared.error).get_or_insert(e.context(item.name()));
-                    }
+                let written = result.and_then(|out| {
+                    print_rows(&item.name(), &out.rows);
+                    let _merging = lock(&shared.merge);
+                    merge_outputs(config, &items, began, jobs)
+                });
+                if let Err(e) = written {
+                    log_line(&format!("[{}/{total}] {} failed: {e}", i + 1, item.name()));
+                    lock(&shared.error).get_or_insert(e.context(item.name()));
                 }
             });
         }
@@ -443,7 +656,7 @@ pub fn sweep(
     if let Some(e) = lock(&shared.error).take() {
         return Err(e);
     }
-    let (rows, _) = collect(&lock(&shared.finished));
+    let rows = merge_outputs(config, &items, began, jobs)?;
     log_line(&format!(
         "sweep done in {:.1} min: {}",
         began.elapsed().as_secs_f64() / 60.0,
@@ -456,24 +669,79 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Blocks until the RoPE item has finished; whether it succeeded.
-fn wait_for_rope(shared: &Shared) -> bool {
+/// Blocks until the RoPE item of `seed` has finished; whether it succeeded.
+fn wait_for_rope(shared: &Shared, seed: u64) -> bool {
     let (ready, cvar) = &shared.rope_ready;
     let guard = cvar
-        .wait_while(lock(ready), |r| r.is_none())
+        .wait_while(lock(ready), |r| !r.contains_key(&seed))
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    guard.unwrap_or(false)
+    guard.get(&seed).copied().unwrap_or(false)
 }
 
-/// The rows and timings of the finished items, in item order.
-fn collect(finished: &[Option<ItemResult>]) -> (Vec<ResultRow>, Vec<SweepTiming>) {
-    let done = finished.iter().flatten();
-    let rows = done.clone().flat_map(|(r, _)| r.iter().cloned()).collect();
-    let timings = done.map(|(_, t)| t.clone()).collect();
-    (rows, timings)
+/// Writes one item's files: rows, windows and curve (its record follows them).
+fn write_item(config: &SweepConfig, item: &Item, out: &ItemOutput) -> Result<()> {
+    write_atomic(
+        &config.item_file("windows", item, "csv"),
+        &csv_bytes(&out.windows)?,
+    )?;
+    write_atomic(
+        &config.item_file("curves", item, "csv"),
+        &csv_bytes(&out.curve)?,
+    )?;
+    write_csv(&config.item_file("items", item, "csv"), &out.rows)
 }
 
-/// Trains (if needed) and evaluates one item.
+/// Rebuilds the results CSV, `curves.csv` and `sweep.json` from the item files present, in
+/// item order; returns the rows.
+fn merge_outputs(
+    config: &SweepConfig,
+    items: &[Item],
+    began: Instant,
+    jobs: usize,
+) -> Result<Vec<ResultRow>> {
+    let mut rows = Vec::new();
+    let mut curves: Vec<CurveRow> = Vec::new();
+    let mut timings = Vec::new();
+    for item in items {
+        let Some(record) = read_record(config, item) else {
+            continue;
+        };
+        rows.extend(read_csv::<ResultRow>(
+            &config.item_file("items", item, "csv"),
+        )?);
+        let curve = config.item_file("curves", item, "csv");
+        if curve.exists() {
+            curves.extend(read_csv::<CurveRow>(&curve)?);
+        }
+        timings.push(record.timing);
+    }
+    write_csv(&config.results, &rows)?;
+    write_atomic(
+        &config.results_dir().join("curves.csv"),
+        &csv_bytes(&curves)?,
+    )?;
+    let summary = serde_json::json!({
+        "config": config,
+        "wall_seconds_of_this_run": began.elapsed().as_secs_f64(),
+        "jobs": jobs,
+        "items": timings,
+    });
+    let path = config.results.with_file_name("sweep.json");
+    write_atomic(&path, to_json(&summary).as_bytes())?;
+    Ok(rows)
+}
+
+/// The record of a finished item, if its files are all there.
+fn read_record(config: &SweepConfig, item: &Item) -> Option<ItemRecord> {
+    let record: ItemRecord = read_json(&config.item_file("items", item, "json")).ok()?;
+    let complete = ["items", "windows", "curves"]
+        .iter()
+        .all(|dir| config.item_file(dir, item, "csv").exists());
+    (complete && record.item == item.name()).then_some(record)
+}
+
+/// Trains (if needed) and evaluates one item; an item whose record names the same weights and
+/// evaluation is not evaluated again.
 fn run_item(
     config: &SweepConfig,
     item: Item,
@@ -481,17 +749,22 @@ fn run_item(
     corpus_digest: &str,
     device: &Device,
     progress: bool,
-) -> Result<ItemResult> {
-    let rope_dir = config.checkpoints.join(Scheme::Rope.name());
+) -> Result<ItemOutput> {
+    let seed = item.seed();
+    let rope_dir = config.checkpoint_dir(Scheme::Rope.name(), seed);
+    let train_seed = TrainConfig {
+        seed,
+        ..config.train.clone()
+    };
     let (dir, train_seconds) = match item {
-        Item::Base(scheme) => {
+        Item::Base(scheme, _) => {
             let mut model = config.model.clone();
             model.scheme = scheme;
-            let dir = config.checkpoints.join(scheme.name());
+            let dir = config.checkpoint_dir(scheme.name(), seed);
             let t = ensure_trained(
                 config,
                 &model,
-                &config.train,
+                &train_seed,
                 &dir,
                 TrainedFrom {
                     corpus_digest,
@@ -501,20 +774,23 @@ fn run_item(
                 device,
                 progress,
             )
-            .map_err(|e| e.context(format!("training {scheme}")))?;
+            .map_err(|e| e.context(format!("training {scheme} (seed {seed})")))?;
             (dir, t)
         }
-        Item::Inference(_) => (rope_dir, 0.0),
-        Item::Finetune(kind) => {
+        Item::Inference(..) => (rope_dir, 0.0),
+        Item::Finetune(kind, _) => {
             let model = config.finetune_model(kind);
-            let train_cfg = config.finetune_train();
+            let train_cfg = TrainConfig {
+                seed,
+                ..config.finetune_train()
+            };
             if !rope_dir.join("config.json").exists() {
                 return Err(Error::Io(format!(
                     "fine-tuning needs the RoPE checkpoint {}",
                     rope_dir.display()
                 )));
             }
-            let dir = config.checkpoints.join(item.name());
+            let dir = config.checkpoint_dir(&format!("rope-ft-{}", kind.name()), seed);
             let t = ensure_trained(
                 config,
                 &model,
@@ -532,36 +808,106 @@ fn run_item(
             (dir, t)
         }
     };
+    let weights_digest = file_digest(&dir.join(WEIGHTS_FILE))?;
+    let info = read_info(&dir)?;
+    let base_variant = match item {
+        Item::Finetune(kind, _) => format!("ft-{}", kind.name()),
+        _ => "base".to_string(),
+    };
+    let curve = match item {
+        Item::Inference(..) => Vec::new(),
+        _ => curve_rows(&dir, &info, &base_variant)?,
+    };
+    if config.reuse {
+        if let Some(record) = read_record(config, &item) {
+            let same = record.weights_digest == weights_digest
+                && record.eval == config.eval
+                && record.dynamic_factor == config.dynamic_factor;
+            if same && train_seconds == 0.0 {
+                log_line(&format!(
+                    "  {}: results of these weights reused",
+                    item.name()
+                ));
+                return Ok(ItemOutput {
+                    rows: read_csv(&config.item_file("items", &item, "csv"))?,
+                    windows: read_csv(&config.item_file("windows", &item, "csv"))?,
+                    curve,
+                });
+            }
+        }
+    }
     let t = Instant::now();
     let (lm, info) = load_model(&dir, device)?;
-    let (variant, scaling) = match item {
-        Item::Base(_) => ("base".to_string(), None),
-        Item::Inference(kind) => (
+    // (variant, scaling at inference): fine-tunes also with the factor that matches each length
+    let evaluations: Vec<(String, Option<InferenceScaling>)> = match item {
+        Item::Base(..) => vec![("base".into(), None)],
+        Item::Inference(kind, _) => vec![(
             kind.name().to_string(),
-            Some(InferenceScaling { kind, factor: None }),
-        ),
-        Item::Finetune(kind) => (format!("ft-{}", kind.name()), None),
+            Some(InferenceScaling {
+                kind,
+                factor: (kind == ScalingKind::Dynamic).then_some(config.dynamic_factor),
+            }),
+        )],
+        Item::Finetune(kind, _) => vec![
+            (base_variant.clone(), None),
+            (
+                format!("{base_variant}-matched"),
+                Some(InferenceScaling { kind, factor: None }),
+            ),
+        ],
     };
-    let per_position = Some(per_position_path(config, &item.name().replace('/', "-")));
-    let rows = config
-        .eval
-        .run(
-            &lm,
-            &info,
-            &variant,
-            scaling,
-            per_position,
-            corpus,
-            device,
-            progress,
-        )
-        .map_err(|e| e.context(format!("evaluating {}", item.name())))?;
+    let mut rows = Vec::new();
+    let mut windows = Vec::new();
+    for (variant, scaling) in evaluations {
+        let per_position = Some(config.results_dir().join("per_position").join(format!(
+            "{}{}.csv",
+            item.stem(),
+            if variant.ends_with("-matched") {
+                "-matched"
+            } else {
+                ""
+            }
+        )));
+        let (r, w) = config
+            .eval
+            .run(
+                &lm,
+                &info,
+                &variant,
+                scaling,
+                per_position,
+                corpus,
+                device,
+                progress,
+            )
+            .map_err(|e| e.context(format!("evaluating {}", item.name())))?;
+        rows.extend(r);
+        windows.extend(w);
+    }
     let timing = SweepTiming {
         name: item.name(),
         train_seconds,
         eval_seconds: t.elapsed().as_secs_f64(),
     };
-    Ok((rows, timing))
+    let record = ItemRecord {
+        item: item.name(),
+        weights_digest,
+        eval: config.eval.clone(),
+        dynamic_factor: config.dynamic_factor,
+        timing: timing.clone(),
+    };
+    let out = ItemOutput {
+        rows,
+        windows,
+        curve,
+    };
+    // the record goes last: an item counts as done only with it
+    write_item(config, &item, &out)?;
+    write_atomic(
+        &config.item_file("items", &item, "json"),
+        to_json(&record).as_bytes(),
+    )?;
+    Ok(out)
 }
 
 /// What a checkpoint is trained from besides its configuration.
@@ -627,11 +973,6 @@ fn why_not_reusable(
     Ok(None)
 }
 
-fn per_position_path(config: &SweepConfig, name: &str) -> PathBuf {
-    let dir = config.results.parent().unwrap_or(Path::new("."));
-    dir.join("per_position").join(format!("{name}.csv"))
-}
-
 /// Trains into `dir` unless a finished checkpoint trained from the same everything is there
 /// ([`why_not_reusable`]); returns the training seconds (0 when reused).
 #[allow(clippy::too_many_arguments)]
@@ -692,24 +1033,6 @@ fn print_rows(name: &str, rows: &[ResultRow]) {
             r.scheme, r.variant, r.mode, r.eval_len, r.nats_per_byte, r.std_error, r.tokens_scored
         ));
     }
-}
-
-fn write_outputs(
-    config: &SweepConfig,
-    rows: &[ResultRow],
-    timings: &[SweepTiming],
-    began: Instant,
-    jobs: usize,
-) -> Result<()> {
-    write_csv(&config.results, rows)?;
-    let summary = serde_json::json!({
-        "config": config,
-        "wall_seconds": began.elapsed().as_secs_f64(),
-        "jobs": jobs,
-        "items": timings,
-    });
-    let path = config.results.with_file_name("sweep.json");
-    crate::model::checkpoint::write_atomic(&path, to_json(&summary).as_bytes())
 }
 
 #[cfg(test)]

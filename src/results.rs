@@ -33,6 +33,33 @@ pub struct ResultRow {
     pub params: usize,
     /// Training seed.
     pub seed: u64,
+    /// The RoPE scaling factor $s$ in effect at this length (the inference scaling's, or the
+    /// one the model was trained with); empty without a scaling.
+    #[serde(default)]
+    pub scaling_factor: Option<f64>,
+}
+
+/// The loss of one evaluation window: the windows behind a [`ResultRow`], for uncertainties
+/// computed on paired windows (two lengths, or two models, scored on the same text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowRow {
+    /// Position scheme.
+    pub scheme: String,
+    /// As in [`ResultRow::variant`].
+    pub variant: String,
+    /// Training seed.
+    pub seed: u64,
+    /// `nonoverlap` or `sliding`.
+    pub mode: String,
+    /// Evaluated length.
+    pub eval_len: usize,
+    /// The window's first byte in the split (its identity across lengths in `nonoverlap`
+    /// mode and across models in both modes).
+    pub start: usize,
+    /// Bytes of the window scored.
+    pub bytes: usize,
+    /// Mean negative log-likelihood of those bytes, nats per byte.
+    pub nats_per_byte: f64,
 }
 
 impl ResultRow {
@@ -66,6 +93,24 @@ pub fn csv_bytes<T: Serialize>(rows: &[T]) -> crate::Result<Vec<u8>> {
     })
 }
 
+/// Reads rows of any deserialisable record from a CSV file with a header of its field names
+/// (what [`csv_bytes`] writes).
+///
+/// # Errors
+/// An unreadable file, or a row that does not fit the record ([`crate::Error::Format`]).
+#[cfg(feature = "train")]
+pub fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> crate::Result<Vec<T>> {
+    let format = |e: csv::Error| crate::Error::Format {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let mut reader = csv::Reader::from_path(path).map_err(format)?;
+    reader
+        .deserialize()
+        .collect::<Result<Vec<T>, _>>()
+        .map_err(format)
+}
+
 #[cfg(all(test, feature = "train"))]
 mod tests {
     use super::*;
@@ -86,6 +131,7 @@ mod tests {
             steps: 600,
             params: 826_112,
             seed: 0,
+            scaling_factor: Some(2.0),
         };
         let text = String::from_utf8(csv_bytes(&[row.clone(), row]).unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();

@@ -16,10 +16,10 @@ use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::data::{read_split, train_batch};
+use crate::data::{read_split, train_batch, window_starts};
 use crate::error::{invalid, Error, Result};
 use crate::model::checkpoint::{self, digest, ensure_dir_writable, io_error, WeightDtype};
-pub use crate::model::checkpoint::{load_model, read_info, CheckpointInfo, TrainState};
+pub use crate::model::checkpoint::{load_model, read_info, CheckpointInfo, TrainState, ValidLoss};
 pub use crate::model::config::TrainConfig;
 use crate::model::{int_tensor, Kernels, Lm, ModelConfig, PositionContext};
 
@@ -273,6 +273,27 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
     tc.validate_for(&c)?;
     let ctx =
         PositionContext::new(&c, c.train_len, c.rope_scaling, &device)?.with_kernels(run.kernels);
+    let validation = if tc.valid_every > 0 {
+        let text = read_split(&run.corpus, "valid")?;
+        let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &run.device)?
+            .with_kernels(run.kernels);
+        let starts = window_starts(text.len(), c.train_len, c.train_len, Some(tc.valid_bytes));
+        if starts.is_empty() {
+            return Err(invalid(
+                "valid_bytes",
+                tc.valid_bytes,
+                format!(
+                    "more than train_len {} (one window of {} bytes) and a validation split that long ({} bytes)",
+                    c.train_len,
+                    c.train_len + 1,
+                    text.len()
+                ),
+            ));
+        }
+        Some((text, starts, ctx))
+    } else {
+        None
+    };
     let start = info.step;
     let end = run
         .stop_after
@@ -327,6 +348,21 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
             }
         }
         let done = step + 1;
+        if let Some((text, starts, vctx)) = &validation {
+            if done % tc.valid_every == 0 || done == tc.steps {
+                let loss = validation_loss(&model.valid(), &c, vctx, text, starts, &run.device)?;
+                state.valid.push(ValidLoss { step: done, loss });
+                let msg = format!(
+                    "{} step {done}: validation loss {loss:.4} nats/byte",
+                    run.out.display()
+                );
+                if run.progress {
+                    bar.println(msg);
+                } else if run.log_every > 0 {
+                    log_line(&msg);
+                }
+            }
+        }
         if done == end || (run.save_every > 0 && done % run.save_every == 0) {
             info.step = done;
             info.train_seconds = seconds_before + began.elapsed().as_secs_f64();
@@ -346,6 +382,47 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
     }
     bar.finish_and_clear();
     Ok((info, state))
+}
+
+/// The mean loss, nats per byte, of `model` on the windows of `text` starting at `starts`
+/// (each `train_len + 1` bytes: inputs and next bytes), scored in batches of 32.
+///
+/// # Errors
+/// A non-finite loss.
+pub fn validation_loss(
+    model: &Lm,
+    c: &ModelConfig,
+    ctx: &PositionContext,
+    text: &[u8],
+    starts: &[usize],
+    device: &Device,
+) -> Result<f64> {
+    let l = c.train_len;
+    let mut total = 0.0f64;
+    for chunk in starts.chunks(32) {
+        let mut x = Vec::with_capacity(chunk.len() * l);
+        let mut y = Vec::with_capacity(chunk.len() * l);
+        for &s in chunk {
+            x.extend(text[s..s + l].iter().map(|&b| i64::from(b)));
+            y.extend(text[s + 1..s + l + 1].iter().map(|&b| i64::from(b)));
+        }
+        let shape = [chunk.len(), l];
+        let nll = model.nll(
+            c,
+            ctx,
+            int_tensor(x, shape, device),
+            int_tensor(y, shape, device),
+        );
+        total += crate::model::to_vec(nll)
+            .iter()
+            .map(|&v| f64::from(v))
+            .sum::<f64>();
+    }
+    let mean = total / (starts.len() * l) as f64;
+    if !mean.is_finite() {
+        return Err(Error::NonFinite(format!("validation loss is {mean}")));
+    }
+    Ok(mean)
 }
 
 fn optimizer(tc: &TrainConfig) -> burn::optim::ModuleOptimizer {

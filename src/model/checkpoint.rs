@@ -130,8 +130,21 @@ impl CheckpointInfo {
 pub struct TrainState {
     /// Training loss of every step, nats per byte.
     pub losses: Vec<f64>,
+    /// The validation loss measured during training ([`crate::model::config::TrainConfig::valid_every`]).
+    #[serde(default)]
+    pub valid: Vec<ValidLoss>,
     /// Parameter ids by name (the optimizer state is keyed by them).
     pub param_ids: BTreeMap<String, u64>,
+}
+
+/// One measurement of the validation loss during training.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidLoss {
+    /// Steps done when it was measured.
+    pub step: usize,
+    /// Mean loss over the scored bytes, nats per byte.
+    pub loss: f64,
 }
 
 /// The SHA-256 digest of `bytes` as `sha256:` and 64 hex digits.

@@ -30,6 +30,8 @@ pub const MAX_TOKENS_PER_STEP: usize = 1 << 18;
 pub const MAX_ATTENTION_ENTRIES: usize = 1 << 30;
 /// Most optimiser steps.
 pub const MAX_STEPS: usize = 100_000_000;
+/// The most bytes of the validation split scored at each measurement during training.
+pub const MAX_VALID_BYTES: usize = 1 << 20;
 
 /// Every position scheme of the crate, as selected on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -399,6 +401,12 @@ pub struct TrainConfig {
     pub grad_clip: f32,
     /// Seed of the weights and of the data order; default 0.
     pub seed: u64,
+    /// Steps between two measurements of the validation loss, and at the last step (0: none);
+    /// default 0.
+    pub valid_every: usize,
+    /// Bytes of the validation split scored at each measurement: windows of `train_len` from
+    /// its start, without overlap; default 16384.
+    pub valid_bytes: usize,
 }
 
 impl Default for TrainConfig {
@@ -412,6 +420,8 @@ impl Default for TrainConfig {
             weight_decay: 0.01,
             grad_clip: 1.0,
             seed: 0,
+            valid_every: 0,
+            valid_bytes: 16_384,
         }
     }
 }
@@ -434,7 +444,8 @@ impl TrainConfig {
     /// # Errors
     /// A batch of 0 or above [`MAX_BATCH`], 0 steps or more than [`MAX_STEPS`], a learning
     /// rate that is not a finite positive number, a final ratio outside 0..=1, a negative or
-    /// non-finite weight decay, a clipping norm that is not finite and positive.
+    /// non-finite weight decay, a clipping norm that is not finite and positive, a validation
+    /// interval above [`MAX_STEPS`] or a validation budget outside 1..=[`MAX_VALID_BYTES`].
     pub fn validate(&self) -> Result<()> {
         ensure(
             (1..=MAX_BATCH).contains(&self.batch),
@@ -477,6 +488,18 @@ impl TrainConfig {
             "grad_clip",
             self.grad_clip,
             "a finite number > 0",
+        )?;
+        ensure(
+            self.valid_every <= MAX_STEPS,
+            "valid_every",
+            self.valid_every,
+            &format!("at most {MAX_STEPS} (0: no validation loss)"),
+        )?;
+        ensure(
+            (1..=MAX_VALID_BYTES).contains(&self.valid_bytes),
+            "valid_bytes",
+            self.valid_bytes,
+            &format!("1 to {MAX_VALID_BYTES}"),
         )
     }
 

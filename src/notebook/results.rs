@@ -99,6 +99,8 @@ pub fn read_results(path: &Path) -> Result<Vec<ResultRow>> {
             steps: steps[i] as usize,
             params: params[i] as usize,
             seed: seed[i] as u64,
+            // read where the notebooks need it (the column is absent from older tables)
+            scaling_factor: None,
         })
         .collect())
 }
@@ -366,6 +368,7 @@ mod tests {
             steps: 10,
             params: 100,
             seed: 0,
+            scaling_factor: None,
         }
     }
 

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use posenc::data::default_corpus_dir;
 use posenc::encodings::rope::{RopeScaling, ScalingKind};
 use posenc::eval::{check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode};
-use posenc::experiment::{sweep as run_sweep, SweepConfig, SweepEval};
+use posenc::experiment::{sweep as run_sweep, Selection, SweepConfig, SweepEval};
 use posenc::model::checkpoint::{ensure_writable, WeightDtype};
 use posenc::model::{Kernels, ModelConfig, Scheme};
 use posenc::results::csv_bytes;
@@ -138,6 +138,13 @@ pub struct TrainArgs {
     /// Warm-up steps [default: 50].
     #[arg(long)]
     warmup: Option<usize>,
+    /// Measure the validation loss every N steps and at the last (kept in state.json)
+    /// [default: 0, never].
+    #[arg(long)]
+    valid_every: Option<usize>,
+    /// Bytes of the validation split each measurement scores [default: 16384].
+    #[arg(long)]
+    valid_bytes: Option<usize>,
     /// Print a line every N steps.
     #[arg(long, default_value_t = 100)]
     log_every: usize,
@@ -212,6 +219,8 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
         lr: a.lr.unwrap_or(base_train.lr),
         warmup: a.warmup.unwrap_or(base_train.warmup),
         seed: a.seed.unwrap_or(base_train.seed),
+        valid_every: a.valid_every.unwrap_or(base_train.valid_every),
+        valid_bytes: a.valid_bytes.unwrap_or(base_train.valid_bytes),
         ..base_train
     };
     let dtype = match (&resumed, a.f16) {
@@ -343,6 +352,17 @@ pub struct SweepArgs {
     /// Print the effective configuration and stop.
     #[arg(long)]
     print_config: bool,
+    /// Print the items of the sweep (one per line, in order) and stop.
+    #[arg(long, conflicts_with = "print_config")]
+    list: bool,
+    /// Run only these items (names as --list prints them; repeat or separate by commas).
+    /// The results of every item done so far are merged into one CSV.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Run every N-th item starting at the I-th (0-based), for example 0/3, 1/3, 2/3 on three
+    /// machines; copy the result folders together and any run merges them.
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
     /// Models trained or evaluated at the same time [default: the number of cores, at most 4].
     /// Results do not depend on it; with more than one, progress bars give way to log lines.
     #[arg(long)]
@@ -360,6 +380,15 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     if a.print_config {
         return serde_json::to_string_pretty(&config).map_err(|e| e.to_string());
     }
+    if a.list {
+        config.validate().map_err(err)?;
+        let names: Vec<String> = config.items().iter().map(|i| i.name()).collect();
+        return Ok(names.join("\n"));
+    }
+    let selection = Selection {
+        only: a.only.clone(),
+        shard: a.shard,
+    };
     a.common.fused_only("sweep")?;
     let jobs = a
         .jobs
@@ -369,6 +398,7 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     }
     let rows = run_sweep(
         &config,
+        &selection,
         &a.common.corpus(),
         &a.common.device()?,
         !a.common.quiet,
@@ -380,6 +410,20 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
         rows.len(),
         config.results.display()
     ))
+}
+
+/// `I/N` with `0 <= I < N`.
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("expected I/N with 0 <= I < N (for example 0/3), not {s:?}");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
 }
 
 #[derive(Args)]

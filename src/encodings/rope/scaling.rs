@@ -216,6 +216,18 @@ impl RopeScaling {
         }
     }
 
+    /// The scaling factor $s$, or `None` for plain RoPE.
+    pub fn factor(&self) -> Option<f64> {
+        match *self {
+            RopeScaling::None => None,
+            RopeScaling::Linear { factor }
+            | RopeScaling::NtkAware { factor }
+            | RopeScaling::Dynamic { factor, .. }
+            | RopeScaling::Yarn { factor, .. }
+            | RopeScaling::Llama3 { factor, .. } => Some(factor),
+        }
+    }
+
     /// Whether the frequencies depend on the current sequence length (dynamic NTK): such a
     /// scheme needs one forward pass per evaluation length.
     pub fn is_dynamic(&self) -> bool {
