@@ -145,7 +145,9 @@ impl Default for SweepFinetune {
 pub struct SweepConfig {
     /// The model (its `scheme` is replaced by each scheme in turn).
     pub model: ModelConfig,
-    /// Training.
+    /// Training of every scheme, the same budget for all; default 2000 steps of 32 x 128
+    /// bytes (8.2 MB), the validation loss every 100 steps, otherwise [`TrainConfig`]'s
+    /// defaults.
     pub train: TrainConfig,
     /// Schemes; default all 13.
     pub schemes: Vec<Scheme>,
@@ -182,7 +184,11 @@ impl Default for SweepConfig {
     fn default() -> Self {
         Self {
             model: ModelConfig::default(),
-            train: TrainConfig::default(),
+            train: TrainConfig {
+                steps: 2000,
+                valid_every: 100,
+                ..TrainConfig::default()
+            },
             schemes: Scheme::ALL.to_vec(),
             eval: SweepEval::default(),
             rope_inference: vec![
@@ -375,14 +381,16 @@ impl Item {
     }
 }
 
-/// Which items of the sweep to run: all, those named (`--only`), or every `N`-th from
-/// the `I`-th (`--shard I/N`, 0-based). The results of every item done so far, by any run,
-/// are merged into one CSV.
+/// Which items of the sweep to run: all, those named (`--only`), or a share (`--shard I/N`,
+/// 0-based): the items form groups (a seed's RoPE model with the items that use its
+/// checkpoint; every other model alone), and shard `I` takes groups `I, I + N, ...`, so no
+/// shard needs another's checkpoint. The results of every item done so far, by any run, are
+/// merged into one CSV.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selection {
     /// Item names ([`Item::name`]); empty for all.
     pub only: Vec<String>,
-    /// `(i, n)`: items `i, i + n, i + 2n, ...` of the list.
+    /// `(i, n)`: groups `i, i + n, i + 2n, ...` of the list.
     pub shard: Option<(usize, usize)>,
 }
 
@@ -410,21 +418,33 @@ impl Selection {
                 "I/N with 0 <= I < N",
             )?;
         }
+        // group of each item: a new group starts at every base model
+        let mut group = Vec::with_capacity(items.len());
+        let mut g = 0usize;
+        for (k, item) in items.iter().enumerate() {
+            if k > 0 && matches!(item, Item::Base(..)) {
+                g += 1;
+            }
+            group.push(g);
+        }
         Ok((0..items.len())
             .filter(|&k| self.only.is_empty() || self.only.contains(&names[k]))
-            .filter(|&k| self.shard.is_none_or(|(i, n)| k % n == i))
+            .filter(|&k| self.shard.is_none_or(|(i, n)| group[k] % n == i))
             .collect())
     }
 }
 
 impl SweepConfig {
-    /// Every item of the sweep, in the order the results list them: for each seed, the
-    /// schemes, then the RoPE scalings at inference, then the RoPE fine-tunes.
+    /// Every item of the sweep, in the order they run and the results list them: for each
+    /// seed, RoPE, the items that use its checkpoint (scalings at inference, fine-tunes), then
+    /// the other schemes. A run interrupted after a seed's RoPE model and before its
+    /// dependants then loses little even where that checkpoint is not kept (seeds after the
+    /// first): resuming retrains it before the items that need it.
     pub fn items(&self) -> Vec<Item> {
         let mut items = Vec::new();
         for &seed in &self.seeds {
-            items.extend(self.schemes.iter().map(|&s| Item::Base(s, seed)));
             if self.schemes.contains(&Scheme::Rope) {
+                items.push(Item::Base(Scheme::Rope, seed));
                 items.extend(
                     self.rope_inference
                         .iter()
@@ -432,6 +452,12 @@ impl SweepConfig {
                 );
             }
             items.extend(self.finetune.kinds.iter().map(|&k| Item::Finetune(k, seed)));
+            items.extend(
+                self.schemes
+                    .iter()
+                    .filter(|&&s| s != Scheme::Rope)
+                    .map(|&s| Item::Base(s, seed)),
+            );
         }
         items
     }
@@ -756,6 +782,37 @@ fn run_item(
         seed,
         ..config.train.clone()
     };
+    let rope_model = ModelConfig {
+        scheme: Scheme::Rope,
+        ..config.model.clone()
+    };
+    if item.needs_rope() {
+        // normally there from the item before (used whatever `reuse` says: it is this run's);
+        // trained here when this item runs alone
+        let rope_from = TrainedFrom {
+            corpus_digest,
+            init: None,
+        };
+        let usable = read_info(&rope_dir).ok().is_some_and(|info| {
+            matches!(
+                why_not_reusable(config, &rope_dir, &info, &rope_model, &train_seed, rope_from),
+                Ok(None)
+            )
+        });
+        if !usable {
+            ensure_trained(
+                config,
+                &rope_model,
+                &train_seed,
+                &rope_dir,
+                rope_from,
+                corpus,
+                device,
+                progress,
+            )
+            .map_err(|e| e.context(format!("training rope (seed {seed})")))?;
+        }
+    }
     let (dir, train_seconds) = match item {
         Item::Base(scheme, _) => {
             let mut model = config.model.clone();
@@ -784,12 +841,6 @@ fn run_item(
                 seed,
                 ..config.finetune_train()
             };
-            if !rope_dir.join("config.json").exists() {
-                return Err(Error::Io(format!(
-                    "fine-tuning needs the RoPE checkpoint {}",
-                    rope_dir.display()
-                )));
-            }
             let dir = config.checkpoint_dir(&format!("rope-ft-{}", kind.name()), seed);
             let t = ensure_trained(
                 config,
@@ -1060,6 +1111,22 @@ mod tests {
             },
             c,
             "data/configs/sweep.json is the default apart from its folders"
+        );
+        // the staging configuration of a sweep in progress: the same, in its own folders
+        let next = SweepConfig::read(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/data/configs/sweep-next.json"
+        )))
+        .unwrap();
+        assert_eq!(next.checkpoints, Path::new("data/sweep-next/checkpoints"));
+        assert_eq!(
+            SweepConfig {
+                checkpoints: c.checkpoints.clone(),
+                results: c.results.clone(),
+                ..next
+            },
+            c,
+            "data/configs/sweep-next.json is the default apart from its folders"
         );
     }
 

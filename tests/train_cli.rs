@@ -820,14 +820,14 @@ fn sweep_items_list_shard_merge_and_resume() {
     assert_eq!(
         names,
         [
-            "nope/seed3",
             "rope/seed3",
             "rope/dynamic/seed3",
             "rope-ft-yarn/seed3",
-            "nope/seed4",
+            "nope/seed3",
             "rope/seed4",
             "rope/dynamic/seed4",
-            "rope-ft-yarn/seed4"
+            "rope-ft-yarn/seed4",
+            "nope/seed4"
         ]
     );
     run(&whole_config, &[]);
