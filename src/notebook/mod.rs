@@ -8,7 +8,7 @@
 //! ```
 //!
 //! because this module re-exports the crates the notebooks use ([`ndarray`], [`ndarray_rand`],
-//! [`plotly`], [`polars`]) next to three kinds of helper:
+//! [`plotly`], [`polars`] and its CSV reader [`polars_io`]) next to three kinds of helper:
 //!
 //! - **figures**: [`heatmap`], [`lines`], [`lines_xy`] and [`lines_df`] build the plots the notebooks draw
 //!   again and again with named options (`heatmap(&z).title("..").x("..").y("..")`), from
@@ -49,6 +49,7 @@ pub use ::ndarray;
 pub use ::ndarray_rand;
 pub use ::plotly;
 pub use ::polars;
+pub use ::polars_io;
 pub use ::serde_json;
 
 pub use check::{check, max_err, randn, try_check, CheckFailed};

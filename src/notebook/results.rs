@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use polars::prelude::{Column, CsvReadOptions, DataFrame, NamedFrom, SerReader, Series};
+use polars::prelude::{Column, DataFrame, NamedFrom, Series};
+use polars_io::prelude::{CsvReadOptions, SerReader};
 
 pub use crate::results::ResultRow;
 use crate::{Error, Result};
