@@ -77,8 +77,8 @@ pub fn try_check(what: &str, err: f64, tol: f64) -> Result<f64, CheckFailed> {
 /// Stops the notebook unless `err <= tol`; otherwise prints `ok  <what>  [largest error ...]`.
 ///
 /// # Panics
-/// When `err > tol` or either is NaN, with the message of [`CheckFailed`]. This is the one
-/// deliberate panic of the crate, and it is meant for notebook cells only: a panic is what
+/// When `err > tol` or either is NaN, with the message of [`CheckFailed`]. This and
+/// [`check_that`] are the crate's only deliberate panics, meant for notebook cells only: a panic is what
 /// stops JupyterLab's *Run All* at the false claim (an `Err` returned through `?` is printed
 /// and *Run All* goes on), and it fails the notebook under `make test`. Library code and
 /// tests that want to handle the outcome use [`try_check`].
@@ -96,6 +96,30 @@ pub fn check(what: &str, err: f64, tol: f64) {
         Ok(err) => println!("ok  {what}  [largest error {err:.2e} <= {tol:.2e}]"),
         Err(failed) => panic!("{failed}"),
     }
+}
+
+/// Stops the notebook unless `holds`; otherwise prints `ok  <what>  [<detail>]`.
+///
+/// For a claim that is an inequality or a property of measured numbers rather than the
+/// agreement of two computations: a loss that grows by more than a margin, a ranking, every
+/// model trained with the same configuration. `detail` says what was compared, with the numbers.
+/// Where the claim is that two computations agree, [`check`] with [`max_err`] is the stronger
+/// form: it prints the error itself.
+///
+/// # Panics
+/// When `holds` is false, with `CHECK FAILED: <what>: <detail>`, for the reasons given at
+/// [`check`].
+///
+/// # Examples
+/// ```
+/// use posenc::prelude::*;
+/// let slopes = alibi_slopes(8)?;
+/// check_that("ALiBi slopes fall from head to head", slopes[0] > slopes[7], "s_1 > s_8");
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn check_that(what: &str, holds: bool, detail: &str) {
+    assert!(holds, "CHECK FAILED: {what}: {detail}");
+    println!("ok  {what}  [{detail}]");
 }
 
 /// The largest `|a - b|` over two arrays of the same shape, in `f64`; any element type that
@@ -190,6 +214,17 @@ mod tests {
     #[should_panic(expected = "CHECK FAILED: a false claim: largest error 1.000e0")]
     fn check_panics_on_a_false_claim() {
         check("a false claim", 1.0, 0.5);
+    }
+
+    #[test]
+    fn check_that_returns_when_the_claim_holds() {
+        check_that("two is more than one", 2 > 1, "2 > 1");
+    }
+
+    #[test]
+    #[should_panic(expected = "CHECK FAILED: one is more than two: 1 > 2")]
+    fn check_that_panics_on_a_false_claim() {
+        check_that("one is more than two", 1 > 2, "1 > 2");
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   array views, vectors or DataFrame columns; [`Heatmap::figure`] and [`Lines::figure`] give
 //!   the [`Figure`] (a [`plotly::Plot`] that displays itself offline) for anything else;
 //! - **checks**: [`check`] stops a cell on a false claim, [`try_check`] returns it as a
-//!   `Result`, [`max_err`] measures the largest difference of two arrays, [`randn`] makes
+//!   `Result`, [`check_that`] stops it on a false inequality or property (with the numbers
+//!   behind it), [`max_err`] measures the largest difference of two arrays, [`randn`] makes
 //!   seeded random inputs; [`golden_array`] and [`golden_number`] read the golden files of
 //!   `tests/golden/`;
 //! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
@@ -52,7 +53,7 @@ pub use ::polars;
 pub use ::polars_io;
 pub use ::serde_json;
 
-pub use check::{check, max_err, randn, try_check, CheckFailed};
+pub use check::{check, check_that, max_err, randn, try_check, CheckFailed};
 pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,
     PLOTLY_JSON_MIME,
