@@ -74,13 +74,17 @@ c = json.load(open(sys.argv[1]))
 rates = {k: float(v) for k, v in (a.split("=") for a in sys.argv[2:])}
 t = c["train"]
 per_scheme = t["steps"] * t["batch"] * c["model"]["train_len"]
-seconds = sum(per_scheme / rates[s] for s in c["schemes"])
-total = per_scheme * len(c["schemes"])
+seeds = len(c.get("seeds", [0]))
+# schemes left out of ALL_SCHEMES count at the mean rate of those measured
+mean = sum(rates.values()) / len(rates)
+rate = lambda s: rates.get(s, mean)
+seconds = seeds * sum(per_scheme / rate(s) for s in c["schemes"])
+total = seeds * per_scheme * len(c["schemes"])
 ft = c["finetune"]
 # each fine-tune trains RoPE at factor x the training length
-ft_bytes = len(ft["kinds"]) * ft["steps"] * ft["batch"] * ft["factor"] * c["model"]["train_len"]
+ft_bytes = seeds * len(ft["kinds"]) * ft["steps"] * ft["batch"] * ft["factor"] * c["model"]["train_len"]
 total += ft_bytes
-seconds += ft_bytes / rates["rope"]
-print(f"default sweep: {total / 1e6:.1f} MB of training bytes; at each scheme's fused rate above"
+seconds += ft_bytes / rate("rope")
+print(f"default sweep: {total / 1e6:.1f} MB of training bytes ({seeds} seeds); at each scheme's fused rate above"
       f" {seconds / 60:.1f} min of training on one job (evaluation not included)")
 EOF
