@@ -486,57 +486,24 @@ impl AttentionState {
     }
 }
 
+/// The backward step of the fused attention with `N` parents: q, k, v, then the bias
+/// (`N >= 4`) and the relative values' table (`N = 5`).
 #[derive(Debug)]
-struct AttentionBackward;
+struct AttentionBackward<const N: usize>;
 
-impl Backward<Flex, 3> for AttentionBackward {
+impl<const N: usize> Backward<Flex, N> for AttentionBackward<N> {
     type State = AttentionState;
 
     fn backward(
         self,
-        ops: Ops<Self::State, 3>,
+        ops: Ops<Self::State, N>,
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [nq, nk, nv] = ops.parents.map(|n| n.map(|n| n.id));
-        let dout = grads.consume::<Flex>(&ops.node);
-        ops.state
-            .register_grads(grads, [nq, nk, nv, None, None], &dout);
-    }
-}
-
-#[derive(Debug)]
-struct BiasedAttentionBackward;
-
-impl Backward<Flex, 4> for BiasedAttentionBackward {
-    type State = AttentionState;
-
-    fn backward(
-        self,
-        ops: Ops<Self::State, 4>,
-        grads: &mut Gradients,
-        _checkpointer: &mut Checkpointer,
-    ) {
-        let [nq, nk, nv, nb] = ops.parents.map(|n| n.map(|n| n.id));
-        let dout = grads.consume::<Flex>(&ops.node);
-        ops.state
-            .register_grads(grads, [nq, nk, nv, nb, None], &dout);
-    }
-}
-
-#[derive(Debug)]
-struct RelativeValuesAttentionBackward;
-
-impl Backward<Flex, 5> for RelativeValuesAttentionBackward {
-    type State = AttentionState;
-
-    fn backward(
-        self,
-        ops: Ops<Self::State, 5>,
-        grads: &mut Gradients,
-        _checkpointer: &mut Checkpointer,
-    ) {
-        let ids = ops.parents.map(|n| n.map(|n| n.id));
+        let mut ids = [None; 5];
+        for (id, parent) in ids.iter_mut().zip(&ops.parents) {
+            *id = parent.as_ref().map(|n| n.id);
+        }
         let dout = grads.consume::<Flex>(&ops.node);
         ops.state.register_grads(grads, ids, &dout);
     }
@@ -857,7 +824,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         };
         let (b, per_batch) = match bias {
             ScoreBias::None => {
-                return match AttentionBackward
+                return match AttentionBackward::<3>
                     .prepare::<C>([q.node(), k.node(), v.node()])
                     .compute_bound()
                     .stateful()
@@ -872,7 +839,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             ScoreBias::Heads(b) => (b, false),
             ScoreBias::Batch(b) => (b, true),
         };
-        match BiasedAttentionBackward
+        match AttentionBackward::<4>
             .prepare::<C>([q.node(), k.node(), v.node(), b.node()])
             .compute_bound()
             .stateful()
@@ -907,7 +874,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             Some(&rel_values),
             scale,
         );
-        match RelativeValuesAttentionBackward
+        match AttentionBackward::<5>
             .prepare::<C>([q.node(), k.node(), v.node(), bias.node(), table.node()])
             .compute_bound()
             .stateful()

@@ -129,11 +129,7 @@ pub fn attention_relative_values(
         ));
     }
     let [b, h, l, _] = q.dims();
-    let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale) + bias;
-    let mask = Tensor::<2, burn::tensor::Bool>::tril_mask([l, l], 0, &scores.device())
-        .unsqueeze::<4>()
-        .expand([b, h, l, l]);
-    let probs = burn::tensor::activation::softmax(scores.mask_fill(mask, f32::NEG_INFINITY), 3);
+    let probs = causal_softmax(q.matmul(k.swap_dims(2, 3)).mul_scalar(scale) + bias);
     // sum_r (sum_{j: index_ij = r} alpha_ij) a^V_r
     let rows = table.dims()[0];
     let idx = index.clone().unsqueeze::<4>().expand([b, h, l, l]);
@@ -154,18 +150,23 @@ pub fn reference_attention(
     bias: AttentionBias,
     scale: f32,
 ) -> Tensor<4> {
-    let [b, h, l, _] = q.dims();
     let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
     match bias {
         AttentionBias::None => {}
         AttentionBias::Heads(bias) => scores = scores + bias.unsqueeze::<4>(),
         AttentionBias::Batch(bias) => scores = scores + bias,
     }
+    causal_softmax(scores).matmul(v)
+}
+
+/// $\operatorname{softmax}_j$ over keys $j \le i$ of scores `[B, H, L, L]` (composed: the keys
+/// after each query masked to $-\infty$, then burn's softmax).
+fn causal_softmax(scores: Tensor<4>) -> Tensor<4> {
+    let [b, h, l, _] = scores.dims();
     let mask = Tensor::<2, burn::tensor::Bool>::tril_mask([l, l], 0, &scores.device())
         .unsqueeze::<4>()
         .expand([b, h, l, l]);
-    let scores = scores.mask_fill(mask, f32::NEG_INFINITY);
-    burn::tensor::activation::softmax(scores, 3).matmul(v)
+    burn::tensor::activation::softmax(scores.mask_fill(mask, f32::NEG_INFINITY), 3)
 }
 
 /// `linear.forward(x)`, $xW + b$, with the chosen kernels (the fused one writes the bias
