@@ -795,7 +795,14 @@ fn run_item(
         };
         let usable = read_info(&rope_dir).ok().is_some_and(|info| {
             matches!(
-                why_not_reusable(config, &rope_dir, &info, &rope_model, &train_seed, rope_from),
+                why_not_reusable(
+                    config,
+                    &rope_dir,
+                    &info,
+                    &rope_model,
+                    &train_seed,
+                    rope_from
+                ),
                 Ok(None)
             )
         });
