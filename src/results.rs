@@ -138,13 +138,25 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert_eq!(
             lines[0],
-            "scheme,variant,train_len,eval_len,mode,nats_per_byte,std_error,bits_per_byte,perplexity,tokens_scored,steps,params,seed"
+            "scheme,variant,train_len,eval_len,mode,nats_per_byte,std_error,bits_per_byte,perplexity,tokens_scored,steps,params,seed,scaling_factor"
         );
         assert!(
-            lines[1].starts_with("rope,ft-yarn,256,512,nonoverlap,1.25,0.5,"),
+            lines[1].starts_with("rope,ft-yarn,256,512,nonoverlap,1.25,0.5,")
+                && lines[1].ends_with(",0,2.0"),
             "{}",
             lines[1]
         );
+        // read back as written, the scaling factor included; an empty factor reads as none
+        let path = std::env::temp_dir().join(format!("posenc-rows-{}.csv", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        let back: Vec<ResultRow> = read_csv(&path).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0].scaling_factor, Some(2.0));
+        assert_eq!(back[0].eval_len, 512);
+        std::fs::write(&path, text.replace(",0,2.0", ",0,")).unwrap();
+        let back: Vec<ResultRow> = read_csv(&path).unwrap();
+        assert_eq!(back[1].scaling_factor, None);
+        let _ = std::fs::remove_file(&path);
         // text that needs quoting is quoted
         #[derive(Serialize)]
         struct Labelled {
