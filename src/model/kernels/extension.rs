@@ -509,6 +509,20 @@ impl<const N: usize> Backward<Flex, N> for AttentionBackward<N> {
     }
 }
 
+/// The backward step of a one-input operation: consumes the output's gradient and, when the
+/// input takes part, registers `input_grad(state, output gradient)` as its gradient.
+fn one_input_backward<S>(
+    ops: Ops<S, 1>,
+    grads: &mut Gradients,
+    input_grad: impl FnOnce(S, &FlexTensor) -> FlexTensor,
+) {
+    let [node] = ops.parents;
+    let dy = grads.consume::<Flex>(&ops.node);
+    if let Some(node) = node {
+        grads.register::<Flex>(node.id, input_grad(ops.state, &dy));
+    }
+}
+
 #[derive(Debug)]
 struct GeluBackward;
 
@@ -522,14 +536,13 @@ impl Backward<Flex, 1> for GeluBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [node] = ops.parents;
-        let dy = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = node {
-            let (x, cdf) = ops.state;
+        one_input_backward(ops, grads, |(x, cdf), dy| {
             let shape = x.layout().shape().to_vec();
-            let dx = cpu::gelu_backward(&values(&x), &values(&cdf), &values(&dy));
-            grads.register::<Flex>(node.id, flex(dx, &shape));
-        }
+            flex(
+                cpu::gelu_backward(&values(&x), &values(&cdf), &values(dy)),
+                &shape,
+            )
+        });
     }
 }
 
@@ -578,21 +591,18 @@ impl Backward<Flex, 1> for NllBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [node] = ops.parents;
-        let dnll = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = node {
-            let (logits, targets, lse) = ops.state;
+        one_input_backward(ops, grads, |(logits, targets, lse), dnll| {
             let shape = logits.layout().shape().to_vec();
             let vocab = shape[shape.len() - 1];
             let dx = cpu::nll_backward(
                 &values(&logits),
                 &targets,
                 &values(&lse),
-                &values(&dnll),
+                &values(dnll),
                 vocab,
             );
-            grads.register::<Flex>(node.id, flex(dx, &shape));
-        }
+            flex(dx, &shape)
+        });
     }
 }
 
@@ -675,15 +685,9 @@ impl Backward<Flex, 1> for RopeBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [node] = ops.parents;
-        let dy = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = node {
-            let (cos, sin, pairs_interleaved) = ops.state;
-            grads.register::<Flex>(
-                node.id,
-                rope_flex(&dy, (&cos, &sin), true, pairs_interleaved),
-            );
-        }
+        one_input_backward(ops, grads, |(cos, sin, pairs_interleaved), dy| {
+            rope_flex(dy, (&cos, &sin), true, pairs_interleaved)
+        });
     }
 }
 
@@ -700,13 +704,10 @@ impl Backward<Flex, 1> for RelativeGatherBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [node] = ops.parents;
-        let dy = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = node {
-            let ([b, h, l, r], idx, transposed) = ops.state;
-            let da = cpu::relative_gather_backward(&values(&dy), &idx, (l, r), transposed);
-            grads.register::<Flex>(node.id, flex(da, &[b, h, l, r]));
-        }
+        one_input_backward(ops, grads, |([b, h, l, r], idx, transposed), dy| {
+            let da = cpu::relative_gather_backward(&values(dy), &idx, (l, r), transposed);
+            flex(da, &[b, h, l, r])
+        });
     }
 }
 
