@@ -343,7 +343,7 @@ fn batch_for(l: usize) -> usize {
 
 /// Per-position NLL `[n * l]` of windows starting at `starts` (inputs `l` bytes, targets the
 /// next `l`).
-fn window_nll(
+pub(crate) fn window_nll(
     model: &Lm,
     c: &ModelConfig,
     ctx: &PositionContext,

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::data::{read_split, train_batch, window_starts};
 use crate::error::{invalid, Error, Result};
+use crate::eval::window_nll;
 use crate::model::checkpoint::{self, digest, ensure_dir_writable, io_error, WeightDtype};
 pub use crate::model::checkpoint::{load_model, read_info, CheckpointInfo, TrainState, ValidLoss};
 pub use crate::model::config::TrainConfig;
@@ -400,20 +401,7 @@ pub fn validation_loss(
     let l = c.train_len;
     let mut total = 0.0f64;
     for chunk in starts.chunks(32) {
-        let mut x = Vec::with_capacity(chunk.len() * l);
-        let mut y = Vec::with_capacity(chunk.len() * l);
-        for &s in chunk {
-            x.extend(text[s..s + l].iter().map(|&b| i64::from(b)));
-            y.extend(text[s + 1..s + l + 1].iter().map(|&b| i64::from(b)));
-        }
-        let shape = [chunk.len(), l];
-        let nll = model.nll(
-            c,
-            ctx,
-            int_tensor(x, shape, device),
-            int_tensor(y, shape, device),
-        );
-        total += crate::model::to_vec(nll)
+        total += window_nll(model, c, ctx, text, chunk, l, device)
             .iter()
             .map(|&v| f64::from(v))
             .sum::<f64>();
