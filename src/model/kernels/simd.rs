@@ -99,34 +99,37 @@ fn fold_lanes(mut acc: [f32; LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
     acc[0]
 }
 
+/// The reduction of `x` by `step` over [`LANES`] independent running values, each starting at
+/// `init` (one per lane, so the loop vectorises), then the lanes joined pairwise by `join`
+/// and the elements past the last full group of lanes stepped in one by one.
+#[inline(always)]
+fn lane_fold(
+    x: &[f32],
+    init: f32,
+    step: impl Fn(f32, f32) -> f32,
+    join: impl Fn(f32, f32) -> f32,
+) -> f32 {
+    let mut acc = [init; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for ch in chunks {
+        for (a, &v) in acc.iter_mut().zip(ch) {
+            *a = step(*a, v);
+        }
+    }
+    rest.iter().fold(fold_lanes(acc, join), |a, &v| step(a, v))
+}
+
 /// $\sum_i x_i$ over [`LANES`] independent partial sums.
 #[inline(always)]
 pub fn sum(x: &[f32]) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (a, &v) in acc.iter_mut().zip(c) {
-            *a += v;
-        }
-    }
-    rest.iter()
-        .fold(fold_lanes(acc, |a, b| a + b), |s, &v| s + v)
+    lane_fold(x, 0.0, |a, v| a + v, |a, b| a + b)
 }
 
 /// $\max_i x_i$ ($-\infty$ for an empty slice).
 #[inline(always)]
 pub fn max(x: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (a, &v) in acc.iter_mut().zip(c) {
-            *a = a.max(v);
-        }
-    }
-    rest.iter()
-        .fold(fold_lanes(acc, f32::max), |m, &v| m.max(v))
+    lane_fold(x, f32::NEG_INFINITY, f32::max, f32::max)
 }
 
 /// $\sum_i a_i b_i$ over [`LANES`] independent partial sums (fused multiply-adds).
@@ -151,19 +154,15 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// $\sum_i (x_i - c)^2$.
 #[inline(always)]
 pub fn sum_squared_deviations(x: &[f32], c: f32) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for ch in chunks {
-        for (a, &v) in acc.iter_mut().zip(ch) {
+    lane_fold(
+        x,
+        0.0,
+        |a, v| {
             let d = v - c;
-            *a = d.mul_add(d, *a);
-        }
-    }
-    rest.iter().fold(fold_lanes(acc, |a, b| a + b), |s, &v| {
-        let d = v - c;
-        d.mul_add(d, s)
-    })
+            d.mul_add(d, a)
+        },
+        |a, b| a + b,
+    )
 }
 
 /// $x_i \leftarrow e^{x_i - c}$ in place; returns $\sum_i e^{x_i - c}$.
@@ -188,16 +187,7 @@ pub fn exp_shifted_in_place(x: &mut [f32], c: f32) -> f32 {
 /// $\sum_i e^{x_i - c}$.
 #[inline(always)]
 pub fn exp_shifted_sum(x: &[f32], c: f32) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for ch in chunks {
-        for (a, &v) in acc.iter_mut().zip(ch) {
-            *a += exp(v - c);
-        }
-    }
-    rest.iter()
-        .fold(fold_lanes(acc, |a, b| a + b), |s, &v| s + exp(v - c))
+    lane_fold(x, 0.0, |a, v| a + exp(v - c), |a, b| a + b)
 }
 
 /// `1 / sqrt(2)`.
