@@ -667,8 +667,8 @@ pub fn sweep(
                     lock(ready).insert(seed, result.is_ok());
                     cvar.notify_all();
                 }
-                let written = result.and_then(|out| {
-                    print_rows(&item.name(), &out.rows);
+                let written = result.and_then(|rows| {
+                    print_rows(&item.name(), &rows);
                     let _merging = lock(&shared.merge);
                     merge_outputs(config, &items, began, jobs)
                 });
@@ -766,8 +766,9 @@ fn read_record(config: &SweepConfig, item: &Item) -> Option<ItemRecord> {
     (complete && record.item == item.name()).then_some(record)
 }
 
-/// Trains (if needed) and evaluates one item; an item whose record names the same weights and
-/// evaluation is not evaluated again.
+/// Trains (if needed) and evaluates one item, writes its files and returns its rows; an item
+/// whose record names the same weights and evaluation is not evaluated again (its rows are
+/// read back).
 fn run_item(
     config: &SweepConfig,
     item: Item,
@@ -775,7 +776,7 @@ fn run_item(
     corpus_digest: &str,
     device: &Device,
     progress: bool,
-) -> Result<ItemOutput> {
+) -> Result<Vec<ResultRow>> {
     let seed = item.seed();
     let rope_dir = config.checkpoint_dir(Scheme::Rope.name(), seed);
     let train_seed = TrainConfig {
@@ -867,15 +868,6 @@ fn run_item(
         }
     };
     let weights_digest = file_digest(&dir.join(WEIGHTS_FILE))?;
-    let info = read_info(&dir)?;
-    let base_variant = match item {
-        Item::Finetune(kind, _) => format!("ft-{}", kind.name()),
-        _ => "base".to_string(),
-    };
-    let curve = match item {
-        Item::Inference(..) => Vec::new(),
-        _ => curve_rows(&dir, &info, &base_variant)?,
-    };
     if config.reuse {
         if let Some(record) = read_record(config, &item) {
             let same = record.weights_digest == weights_digest
@@ -886,16 +878,20 @@ fn run_item(
                     "  {}: results of these weights reused",
                     item.name()
                 ));
-                return Ok(ItemOutput {
-                    rows: read_csv(&config.item_file("items", &item, "csv"))?,
-                    windows: read_csv(&config.item_file("windows", &item, "csv"))?,
-                    curve,
-                });
+                return read_csv(&config.item_file("items", &item, "csv"));
             }
         }
     }
     let t = Instant::now();
     let (lm, info) = load_model(&dir, device)?;
+    let base_variant = match item {
+        Item::Finetune(kind, _) => format!("ft-{}", kind.name()),
+        _ => "base".to_string(),
+    };
+    let curve = match item {
+        Item::Inference(..) => Vec::new(),
+        _ => curve_rows(&dir, &info, &base_variant)?,
+    };
     // (variant, scaling at inference): fine-tunes also with the factor that matches each length
     let evaluations: Vec<(String, Option<InferenceScaling>)> = match item {
         Item::Base(..) => vec![("base".into(), None)],
@@ -965,7 +961,7 @@ fn run_item(
         &config.item_file("items", &item, "json"),
         to_json(&record).as_bytes(),
     )?;
-    Ok(out)
+    Ok(out.rows)
 }
 
 /// What a checkpoint is trained from besides its configuration.
@@ -1103,38 +1099,27 @@ mod tests {
         assert!(!c.checkpoints.starts_with("data"), "{:?}", c.checkpoints);
         assert!(!c.results.starts_with("data"), "{:?}", c.results);
         c.validate().unwrap();
-        // the shipped configuration names data/ itself
-        let shipped = SweepConfig::read(Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/data/configs/sweep.json"
-        )))
-        .unwrap();
-        assert_eq!(shipped.checkpoints, Path::new("data/checkpoints"));
-        assert_eq!(
-            SweepConfig {
-                checkpoints: c.checkpoints.clone(),
-                results: c.results.clone(),
-                ..shipped
-            },
-            c,
-            "data/configs/sweep.json is the default apart from its folders"
-        );
-        // the staging configuration of a sweep in progress: the same, in its own folders
-        let next = SweepConfig::read(Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/data/configs/sweep-next.json"
-        )))
-        .unwrap();
-        assert_eq!(next.checkpoints, Path::new("data/sweep-next/checkpoints"));
-        assert_eq!(
-            SweepConfig {
-                checkpoints: c.checkpoints.clone(),
-                results: c.results.clone(),
-                ..next
-            },
-            c,
-            "data/configs/sweep-next.json is the default apart from its folders"
-        );
+        // the shipped configuration names data/ itself, and the staging configuration of a
+        // sweep in progress its own folders; both are the default apart from those
+        for (file, checkpoints) in [
+            ("sweep.json", "data/checkpoints"),
+            ("sweep-next.json", "data/sweep-next/checkpoints"),
+        ] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("data/configs")
+                .join(file);
+            let shipped = SweepConfig::read(&path).unwrap();
+            assert_eq!(shipped.checkpoints, Path::new(checkpoints), "{file}");
+            assert_eq!(
+                SweepConfig {
+                    checkpoints: c.checkpoints.clone(),
+                    results: c.results.clone(),
+                    ..shipped
+                },
+                c,
+                "data/configs/{file} is the default apart from its folders"
+            );
+        }
     }
 
     #[test]
