@@ -98,6 +98,14 @@ fn rotate(q: Tensor<4>, k: Tensor<4>, ctx: &PositionContext) -> (Tensor<4>, Tens
     }
 }
 
+/// `sum + t`, or `t` when there is no sum yet.
+fn plus<const D: usize>(sum: Option<Tensor<D>>, t: Tensor<D>) -> Tensor<D> {
+    match sum {
+        Some(sum) => sum + t,
+        None => t,
+    }
+}
+
 /// The content-dependent relative terms $t_{ij}$ other than Shaw's, `[B, H, L, L]`:
 /// Transformer-XL's $(q_i + v) \cdot r_{i-j}$ and DeBERTa's c2p + p2c.
 fn relative_terms(
@@ -108,12 +116,7 @@ fn relative_terms(
 ) -> Option<Tensor<4>> {
     let [_, h, _, dh] = q.dims();
     let mut total: Option<Tensor<4>> = None;
-    let mut add = |t: Tensor<4>| {
-        total = Some(match total.take() {
-            Some(sum) => sum + t,
-            None => t,
-        });
-    };
+    let mut add = |t: Tensor<4>| total = Some(plus(total.take(), t));
     if let Some((r, _, v_bias)) = &terms.xl {
         // (q_i + v) . r_delta for delta = L-1..0, then shifted, [B, H, L, L]
         let raw = (q.clone() + v_bias.clone().reshape([1, h, 1, dh]))
@@ -189,19 +192,13 @@ pub fn attend_fused(
         // Shaw's q_i . w^K_{idx_ij}: (q w^K^T)_{i, idx_ij}
         let qw = q.clone().matmul(keys.clone().transpose().unsqueeze::<4>());
         let t = relative_gather_with(qw, index, false, ctx.kernels);
-        relative = Some(match relative {
-            Some(sum) => sum + t,
-            None => t,
-        });
+        relative = Some(plus(relative, t));
     }
     // content-free part of the bias, [H, L, L]
     let mut heads = terms.bias.clone();
     if let Some(t) = tupe_term(terms) {
         let t = t.mul_scalar(scale);
-        heads = Some(match heads {
-            Some(b) => b + t,
-            None => t,
-        });
+        heads = Some(plus(heads, t));
     }
     let bias = match (relative, heads) {
         (Some(t), Some(b)) => AttentionBias::Batch(t.mul_scalar(scale) + b.unsqueeze::<4>()),
