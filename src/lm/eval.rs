@@ -20,13 +20,13 @@ use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::data::{read_split, window_starts};
 use crate::encodings::rope::RopeScaling;
 pub use crate::encodings::rope::ScalingKind;
 use crate::error::{invalid, Error, Result};
-use crate::model::checkpoint::{write_atomic, CheckpointInfo};
-use crate::model::config::MAX_LEN;
-use crate::model::{int_tensor, to_vec, Kernels, Lm, ModelConfig, PositionContext, Scheme};
+use crate::lm::checkpoint::{write_atomic, CheckpointInfo};
+use crate::lm::config::MAX_LEN;
+use crate::lm::data::{read_split, window_starts};
+use crate::lm::model::{int_tensor, to_vec, Kernels, Lm, ModelConfig, PositionContext, Scheme};
 use crate::results::csv_bytes;
 pub use crate::results::{ResultRow, WindowRow};
 

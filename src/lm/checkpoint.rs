@@ -29,9 +29,9 @@ use safetensors::tensor::{Dtype, SafeTensors, View};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::config::{ModelConfig, TrainConfig};
-use super::Lm;
 use crate::error::{Error, Result};
+use crate::lm::config::{ModelConfig, TrainConfig};
+use crate::lm::model::Lm;
 
 /// The configuration file of a checkpoint.
 pub const CONFIG_FILE: &str = "config.json";
@@ -130,7 +130,7 @@ impl CheckpointInfo {
 pub struct TrainState {
     /// Training loss of every step, nats per byte.
     pub losses: Vec<f64>,
-    /// The validation loss measured during training ([`crate::model::config::TrainConfig::valid_every`]).
+    /// The validation loss measured during training ([`crate::lm::config::TrainConfig::valid_every`]).
     #[serde(default)]
     pub valid: Vec<ValidLoss>,
     /// Parameter ids by name (the optimizer state is keyed by them).
@@ -365,9 +365,55 @@ impl View for &Entry {
     }
 }
 
+/// A parameter's module path as its name in `model.safetensors`: the field and index names
+/// joined by dots, where a scheme's variant ([`super::model::LayerPositions`],
+/// [`super::model::AbsolutePositions`]) prefixes the field after it, or names the parameter
+/// it holds: `blocks.0.attn.positions.shaw_keys`, `positions.learned`. TUPE's bucket bias
+/// keeps the name of T5's, whose table it is (`tupe_table` is stored as `t5_table`).
+#[derive(Debug, Default, Clone)]
+pub struct ParamPath {
+    /// `(name, is an enum variant)` from the model down.
+    parts: Vec<(String, bool)>,
+}
+
+impl ParamPath {
+    /// Enters a module named `name` in a container of type `container` (burn's
+    /// `ModuleVisitor::enter_module` arguments).
+    pub fn enter(&mut self, name: &str, container: &str) {
+        self.parts
+            .push((name.to_string(), container.starts_with("Enum:")));
+    }
+
+    /// Leaves the last module entered.
+    pub fn exit(&mut self) {
+        self.parts.pop();
+    }
+
+    /// The name of a parameter at the current path.
+    pub fn name(&self) -> String {
+        let mut names: Vec<String> = Vec::new();
+        let mut variant: Option<String> = None;
+        for (name, is_variant) in &self.parts {
+            if *is_variant {
+                variant = Some(name.to_lowercase());
+            } else if let Some(v) = variant.take() {
+                names.push(format!("{v}_{name}"));
+            } else {
+                names.push(name.clone());
+            }
+        }
+        names.extend(variant);
+        let name = names.join(".");
+        match name.strip_suffix("tupe_table") {
+            Some(prefix) => format!("{prefix}t5_table"),
+            None => name,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Collector {
-    path: Vec<String>,
+    path: ParamPath,
     dtype: WeightDtype,
     entries: BTreeMap<String, Entry>,
     ids: BTreeMap<String, u64>,
@@ -376,17 +422,17 @@ struct Collector {
 }
 
 impl ModuleVisitor for Collector {
-    fn enter_module(&mut self, name: &str, _container: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _name: &str, _container: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let name = self.path.join(".");
+        let name = self.path.name();
         let tensor = param.val();
         let shape = tensor.dims().to_vec();
-        let values = super::to_vec(tensor);
+        let values = crate::lm::model::to_vec(tensor);
         let finite = match self.dtype {
             WeightDtype::F32 => values.iter().all(|v| v.is_finite()),
             WeightDtype::F16 => values
@@ -640,7 +686,7 @@ pub fn load_model(dir: &Path, device: &Device) -> Result<(Lm, CheckpointInfo)> {
 }
 
 struct Loader<'a> {
-    path: Vec<String>,
+    path: ParamPath,
     tensors: SafeTensors<'a>,
     ids: Option<&'a BTreeMap<String, u64>>,
     error: Option<Error>,
@@ -682,14 +728,14 @@ impl Loader<'_> {
 }
 
 impl ModuleMapper for Loader<'_> {
-    fn enter_module(&mut self, name: &str, _container: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _name: &str, _container: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let name = self.path.join(".");
+        let name = self.path.name();
         let shape = param.lazy_shape().to_vec();
         match self.values(&name, &shape) {
             Ok(values) => {
@@ -736,7 +782,7 @@ fn weights_from_bytes(
     let tensors = SafeTensors::deserialize(bytes).map_err(|e| format_error(path, e))?;
     let total = tensors.len();
     let mut loader = Loader {
-        path: Vec::new(),
+        path: ParamPath::default(),
         tensors,
         ids,
         error: None,
@@ -762,7 +808,7 @@ fn weights_from_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Scheme;
+    use crate::lm::model::Scheme;
 
     fn tiny() -> ModelConfig {
         ModelConfig {
@@ -807,7 +853,7 @@ mod tests {
     }
 
     fn embedding(model: &Lm) -> Vec<f32> {
-        super::super::to_vec(model.embedding.val())
+        crate::lm::model::to_vec(model.embedding.val())
     }
 
     #[test]

@@ -19,20 +19,22 @@ use std::time::Instant;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-use crate::data::{read_split, window_starts};
 use crate::error::{ensure, invalid, Error, Result};
-use crate::eval::{
-    check_lengths, evaluate_windows, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow,
-    ScalingKind, WindowRow,
-};
-use crate::model::checkpoint::{
+use crate::lm::checkpoint::{
     digest, ensure_dir_writable, ensure_writable, file_digest, read_json, read_state, to_json,
     write_atomic, WeightDtype, WEIGHTS_FILE,
 };
-use crate::model::config::MAX_LEN;
-use crate::model::{Kernels, ModelConfig, Scheme};
+use crate::lm::config::MAX_LEN;
+use crate::lm::data::{read_split, window_starts};
+use crate::lm::eval::{
+    check_lengths, evaluate_windows, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow,
+    ScalingKind, WindowRow,
+};
+use crate::lm::model::{Kernels, ModelConfig, Scheme};
+use crate::lm::train::{
+    load_model, log_line, read_info, train, CheckpointInfo, TrainConfig, TrainRun,
+};
 use crate::results::{csv_bytes, read_csv};
-use crate::train::{load_model, log_line, read_info, train, CheckpointInfo, TrainConfig, TrainRun};
 
 /// Evaluation settings of the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,8 +73,8 @@ impl SweepEval {
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
-        lm: &crate::model::Lm,
-        info: &crate::train::CheckpointInfo,
+        lm: &crate::lm::model::Lm,
+        info: &crate::lm::train::CheckpointInfo,
         variant: &str,
         scaling: Option<InferenceScaling>,
         per_position: Option<PathBuf>,
