@@ -20,6 +20,8 @@ use crate::lm::kernels::Kernels;
 
 /// The position-only objects of one scheme for $L$ positions (queries and keys alike), on
 /// the device: exactly those of the model's scheme.
+// built once per length and read by reference: the size of the largest variant costs nothing
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum PositionObjects {
     /// Nothing (NoPE; the learned table is a parameter, [`super::AbsolutePositions`]).
