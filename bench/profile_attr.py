@@ -70,8 +70,8 @@ OPS = [
     # GELU
     ("GELU", r"::Gelu as burn_autodiff|(?i:gelu)|libm::math::erf"),
     # loss before softmax (log_softmax contains 'softmax')
-    ("loss (log-softmax, gather, mean)", r"log_softmax|posenc::model::Lm::nll|::Gather as burn_autodiff|"
-                                         r"posenc::model::Lm::loss|kernels::cpu::nll_|NllBackward|nll_with"),
+    ("loss (log-softmax, gather, mean)", r"log_softmax|posenc::lm::model::Lm::nll|::Gather as burn_autodiff|"
+                                         r"posenc::lm::model::Lm::loss|kernels::cpu::nll_|NllBackward|nll_with"),
     # a fused attention kernel (--kernels fused): softmax, mask, bias (forward and backward)
     ("attention: fused kernel", r"kernels::cpu::attention|AttentionBackward|attention_forward_flex|"
                                 r"kernels::attention|kernels::reference_attention|kernels::cpu::softmax_row|"
@@ -79,17 +79,17 @@ OPS = [
     ("attention: softmax", r"softmax"),
     ("LayerNorm", r"LayerNorm::forward|layer_norm|LayerNormBackward"),
     ("attention: mask, scale, bias, RoPE, head split",
-     r"posenc::model::attention::|::MaskFill as burn_autodiff|mask_fill|score_bias|position_terms|"
+     r"posenc::lm::model::attention::|::MaskFill as burn_autodiff|mask_fill|score_bias|position_terms|"
      r"SelfAttention::forward_parts"),
     ("optimizer (AdamW, clipping)", r"burn_optim|grad_clipping|DynOptimizer|GradientsParams"),
     ("backward of decomposed ops", r"as burn_autodiff::ops::backward::Backward<"),
     ("Linear bias add", r"Linear::forward|module::linear|fused_linear|linear_flex|linear_with|LinearBackward|"
                         r"kernels::cpu::linear_"),
-    ("embedding, residuals, other model code", r"posenc::model::Lm::forward_traced|add_positions"),
+    ("embedding, residuals, other model code", r"posenc::lm::model::Lm::forward_traced|add_positions"),
     ("autodiff bookkeeping (graph, gradients)",
      r"burn_autodiff::runtime|burn_autodiff::graph|Gradients::register|burn_autodiff::grads|"
      r"burn_autodiff::checkpoint|backward_impl"),
-    ("data (batches)", r"posenc::data::|int_tensor"),
+    ("data (batches)", r"posenc::lm::data::|int_tensor"),
 ]
 
 MEMORY = [(c, re.compile(p)) for c, p in MEMORY]
@@ -127,7 +127,7 @@ def product_kind(frames):
         return "products, backward (attention + Linear + logits; not separable by call chain)"
     if re.search(r"kernels::cpu::attention|AttentionBackward|attention_forward_flex", joined):
         return "products, attention inside the fused kernel"
-    if "posenc::model::attention::attend" in joined:
+    if "posenc::lm::model::attention::attend" in joined:
         return "products, forward: attention (QK^T, PV)"
     if "LinearBackward" in joined or "kernels::cpu::linear_backward" in joined:
         return "products, backward: fused Linear (dX, dW)"
@@ -178,7 +178,7 @@ def phase_of(frames):
         return "optim"
     if "execute_steps" in j or "backward_impl" in j or "as burn_autodiff::ops::backward::Backward<" in j:
         return "backward"
-    if "posenc::model::Lm::nll" in j or "Lm::forward_traced" in j or "Lm::loss" in j:
+    if "posenc::lm::model::Lm::nll" in j or "Lm::forward_traced" in j or "Lm::loss" in j:
         return "forward"
     return None
 

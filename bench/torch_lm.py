@@ -1,6 +1,6 @@
 """The posenc byte LM in PyTorch, for the throughput benchmark (bench/run.sh).
 
-Same shapes and arithmetic as src/model: pre-LayerNorm decoder, tied byte embeddings scaled
+Same shapes and arithmetic as src/lm/model: pre-LayerNorm decoder, tied byte embeddings scaled
 by sqrt(d), Linear layers with bias, exact GELU, causal softmax attention with the scheme's
 position term, AdamW (betas 0.9/0.95, eps 1e-8, weight decay 0.01, clip 1.0), batch 32 x 128
 by default. Schemes: nope, rope (half layout), t5 (causal buckets, per-layer table), alibi,

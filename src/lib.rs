@@ -22,24 +22,13 @@
 //! ```
 
 pub mod attention;
-#[cfg(feature = "train")]
-pub mod data;
 pub mod dump;
 pub mod encodings;
 pub mod error;
-#[cfg(feature = "train")]
-pub mod eval;
-#[cfg(feature = "train")]
-pub mod experiment;
-#[cfg(feature = "train")]
-pub mod export;
-#[cfg(feature = "train")]
-pub mod model;
+pub mod lm;
 #[cfg(feature = "notebook")]
 pub mod notebook;
 pub mod results;
-#[cfg(feature = "train")]
-pub mod train;
 
 pub use error::{Error, Result};
 

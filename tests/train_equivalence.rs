@@ -1,4 +1,4 @@
-//! For every scheme, the burn application ([`posenc::model::attend`]) equals the reference
+//! For every scheme, the burn application ([`posenc::lm::model::attend`]) equals the reference
 //! attention on ndarray ([`posenc::attention::attention`]) on random inputs: scores, weights
 //! and outputs of every head. The absolute schemes (sinusoidal, learned) are checked where the
 //! model applies them: added to the embedded input, before LayerNorm and the projections, in
@@ -27,11 +27,14 @@ use posenc::encodings::t5::{T5Bias, T5Buckets};
 use posenc::encodings::tupe::Tupe;
 use posenc::encodings::xl::{TransformerXl, XlDirection};
 use posenc::encodings::xpos::XPos;
-use posenc::model::{attend, int_tensor, Lm, ModelConfig, PositionContext, Scheme};
+use posenc::lm::model::{
+    attend, int_tensor, AbsolutePositions, LayerPositions, Lm, ModelConfig, PositionContext,
+    PositionTerms, Scheme,
+};
 use train_common::{array2, tensor2, tiny};
 
 fn vec1(t: Tensor<1>) -> Vec<f32> {
-    posenc::model::to_vec(t)
+    posenc::lm::model::to_vec(t)
 }
 
 /// Head `h` of a `[1, H, L, d]` tensor.
@@ -41,13 +44,8 @@ fn head(t: &Tensor<4>, h: usize) -> Array2<f32> {
 }
 
 /// The reference scheme of head `h`, built from the burn model's parameters.
-fn reference(
-    c: &ModelConfig,
-    lm: &Lm,
-    terms: &posenc::model::PositionTerms,
-    h: usize,
-) -> Box<dyn PositionScheme> {
-    let p = &lm.blocks[0].attn.positions;
+fn reference(c: &ModelConfig, lm: &Lm, terms: &PositionTerms, h: usize) -> Box<dyn PositionScheme> {
+    let p = lm.blocks[0].attn.positions.as_ref();
     let dh = c.head_dim();
     let cols = s![.., h * dh..(h + 1) * dh];
     let t5 = |table: &Array2<f32>| {
@@ -61,20 +59,37 @@ fn reference(
         Scheme::Nope => Box::new(NoPe),
         Scheme::Sinusoidal | Scheme::Learned => unreachable!("checked by check_absolute"),
         Scheme::Shaw => {
-            let (k, v) = terms.shaw.clone().unwrap();
-            Box::new(ShawRelative::from_tables(c.shaw_max_relative, array2(k), array2(v)).unwrap())
+            let PositionTerms::Shaw { keys, values } = terms.clone() else {
+                panic!("Shaw terms expected")
+            };
+            Box::new(
+                ShawRelative::from_tables(c.shaw_max_relative, array2(keys), array2(values))
+                    .unwrap(),
+            )
         }
         Scheme::Xl => {
-            let w_r = array2(p.xl_w_r.as_ref().unwrap().val())
-                .slice(cols)
-                .to_owned();
-            let u = array2(p.xl_u.as_ref().unwrap().val()).row(h).to_owned();
-            let v = array2(p.xl_v.as_ref().unwrap().val()).row(h).to_owned();
+            let Some(LayerPositions::Xl(p)) = p else {
+                panic!("XL parameters expected")
+            };
+            let w_r = array2(p.w_r.val()).slice(cols).to_owned();
+            let u = array2(p.u.val()).row(h).to_owned();
+            let v = array2(p.v.val()).row(h).to_owned();
             Box::new(TransformerXl::from_parts(w_r, u, v, XlDirection::Causal).unwrap())
         }
-        Scheme::T5 => Box::new(t5(&array2(p.t5_table.as_ref().unwrap().val()))),
+        Scheme::T5 => {
+            let Some(LayerPositions::T5(p)) = p else {
+                panic!("T5 parameters expected")
+            };
+            Box::new(t5(&array2(p.table.val())))
+        }
         Scheme::Deberta => {
-            let (pk, pq) = terms.deberta.clone().unwrap();
+            let PositionTerms::Deberta {
+                pos_key: pk,
+                pos_query: pq,
+            } = terms.clone()
+            else {
+                panic!("DeBERTa terms expected")
+            };
             let [_, rows, _] = pk.dims();
             let pick = |t: &Tensor<3>| array2(t.clone().narrow(0, h, 1).reshape([rows, dh]));
             let buckets = LogBuckets::new(c.deberta_bucket_size, c.deberta_max_position).unwrap();
@@ -89,14 +104,15 @@ fn reference(
             )
         }
         Scheme::Tupe => {
-            let positions = array2(lm.positions.tupe.as_ref().unwrap().val());
-            let u_q = array2(p.tupe_u_q.as_ref().unwrap().val())
-                .slice(cols)
-                .to_owned();
-            let u_k = array2(p.tupe_u_k.as_ref().unwrap().val())
-                .slice(cols)
-                .to_owned();
-            let bias = t5(&array2(p.t5_table.as_ref().unwrap().val()));
+            let (Some(AbsolutePositions::Tupe(positions)), Some(LayerPositions::Tupe(p))) =
+                (&lm.positions, p)
+            else {
+                panic!("TUPE parameters expected")
+            };
+            let positions = array2(positions.val());
+            let u_q = array2(p.u_q.val()).slice(cols).to_owned();
+            let u_k = array2(p.u_k.val()).slice(cols).to_owned();
+            let bias = t5(&array2(p.table.val()));
             Box::new(Tupe::from_parts(positions, u_q, u_k, Some(bias)).unwrap())
         }
         Scheme::Rope => Box::new(Rope::new(
@@ -105,25 +121,28 @@ fn reference(
         )),
         Scheme::Alibi => Box::new(Alibi::new(c.heads).unwrap()),
         Scheme::Xpos => Box::new(XPos::new(dh, DEFAULT_BASE, c.xpos_scale_base).unwrap()),
-        Scheme::Kerple => Box::new(
-            Kerple::new(
-                KerpleKind::Log,
-                vec1(p.kerple_r1.as_ref().unwrap().val()),
-                vec1(p.kerple_r2.as_ref().unwrap().val()),
+        Scheme::Kerple => {
+            let Some(LayerPositions::Kerple(p)) = p else {
+                panic!("Kerple parameters expected")
+            };
+            Box::new(Kerple::new(KerpleKind::Log, vec1(p.r1.val()), vec1(p.r2.val())).unwrap())
+        }
+        Scheme::Fire => {
+            let Some(LayerPositions::Fire(p)) = p else {
+                panic!("FIRE parameters expected")
+            };
+            Box::new(
+                Fire::from_weights(
+                    Array1::from(vec1(p.w1.val())),
+                    Array1::from(vec1(p.b1.val())),
+                    array2(p.w2.val()),
+                    Array1::from(vec1(p.b2.val())),
+                    c.fire_c,
+                    c.fire_threshold,
+                )
+                .unwrap(),
             )
-            .unwrap(),
-        ),
-        Scheme::Fire => Box::new(
-            Fire::from_weights(
-                Array1::from(vec1(p.fire_w1.as_ref().unwrap().val())),
-                Array1::from(vec1(p.fire_b1.as_ref().unwrap().val())),
-                array2(p.fire_w2.as_ref().unwrap().val()),
-                Array1::from(vec1(p.fire_b2.as_ref().unwrap().val())),
-                c.fire_c,
-                c.fire_threshold,
-            )
-            .unwrap(),
-        ),
+        }
     }
 }
 
@@ -135,7 +154,7 @@ fn layer_norm(x: &Array2<f32>, ln: &burn::nn::LayerNorm) -> Array2<f32> {
     for mut row in out.rows_mut() {
         let mean = row.mean().unwrap();
         let var = row.mapv(|v| (v - mean).powi(2)).mean().unwrap();
-        let inv = 1.0 / (var + posenc::model::LAYER_NORM_EPS).sqrt();
+        let inv = 1.0 / (var + posenc::lm::model::LAYER_NORM_EPS).sqrt();
         let normed = (&row - mean) * inv * &gamma + &beta;
         row.assign(&normed);
     }
@@ -174,10 +193,12 @@ fn check_absolute(scheme: Scheme, seed: u64) -> f32 {
     });
     let absolute: Box<dyn PositionScheme> = match scheme {
         Scheme::Sinusoidal => Box::new(SinusoidalAbsolute::new(d).unwrap()),
-        _ => Box::new(
-            LearnedAbsolute::from_table(array2(lm.positions.learned.as_ref().unwrap().val()))
-                .unwrap(),
-        ),
+        _ => Box::new({
+            let Some(AbsolutePositions::Learned(table)) = &lm.positions else {
+                panic!("a learned table expected")
+            };
+            LearnedAbsolute::from_table(array2(table.val())).unwrap()
+        }),
     };
     // x + p, [L, d]: the scheme's own application, on the input
     let (with_positions, _) = absolute.transform_qk(x.view(), x.view()).unwrap();
@@ -236,7 +257,10 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
         .collect();
     let to4 = |a: &Array2<f32>| tensor2(a, &device).reshape([1, h, l, dh]);
     let (q, k, v) = (to4(&qkv[0]), to4(&qkv[1]), to4(&qkv[2]));
-    let tupe_p = lm.positions.tupe.as_ref().map(|p| p.val());
+    let tupe_p = match &lm.positions {
+        Some(AbsolutePositions::Tupe(p)) => Some(p.val()),
+        _ => None,
+    };
     let terms = lm.blocks[0].attn.position_terms(&c, &ctx, tupe_p);
     let parts = attend(q, k, v, &terms, &ctx, c.score_scale());
     let mut worst = 0.0f32;

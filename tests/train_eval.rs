@@ -6,10 +6,10 @@
 mod train_common;
 
 use burn::tensor::Device;
-use posenc::eval::{evaluate, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind};
-use posenc::model::checkpoint::WeightDtype;
-use posenc::model::{Kernels, Lm, ModelConfig, Scheme};
-use posenc::train::{load_model, train, CheckpointInfo, TrainConfig, TrainRun};
+use posenc::lm::checkpoint::WeightDtype;
+use posenc::lm::eval::{evaluate, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind};
+use posenc::lm::model::{Kernels, LayerPositions, Lm, ModelConfig, Scheme};
+use posenc::lm::train::{load_model, train, CheckpointInfo, TrainConfig, TrainRun};
 use train_common::{corpus, tiny};
 
 fn info(c: &ModelConfig) -> CheckpointInfo {
@@ -179,9 +179,8 @@ fn f16_checkpoints_evaluate_like_f32() {
     }
     // a checkpoint of another scheme is refused with a clear message
     let other = Lm::new(&tiny(Scheme::Alibi), 0, &device).unwrap();
-    let e =
-        posenc::model::checkpoint::load_weights(other, &dir.join("f32/model.safetensors"), None)
-            .unwrap_err();
+    let e = posenc::lm::checkpoint::load_weights(other, &dir.join("f32/model.safetensors"), None)
+        .unwrap_err();
     assert!(e.to_string().contains("tensors"), "{e}");
 }
 
@@ -190,9 +189,12 @@ fn exported_t5_bias_is_the_table_at_each_bucket() {
     let device = Device::flex();
     let c = tiny(Scheme::T5);
     let lm = Lm::new(&c, 3, &device).unwrap();
-    let rows = posenc::export::t5_bias(&lm, &info(&c), -40, 0).unwrap();
+    let rows = posenc::lm::export::t5_bias(&lm, &info(&c), -40, 0).unwrap();
     assert_eq!(rows.len(), c.layers * c.heads * 41);
-    let table = train_common::array2(lm.blocks[0].attn.positions.t5_table.as_ref().unwrap().val());
+    let Some(LayerPositions::T5(p)) = &lm.blocks[0].attn.positions else {
+        panic!("T5 parameters expected")
+    };
+    let table = train_common::array2(p.table.val());
     let buckets =
         posenc::encodings::t5::T5Buckets::new(c.t5_num_buckets, c.t5_max_distance, false).unwrap();
     for r in &rows {
@@ -208,10 +210,11 @@ fn exported_t5_bias_is_the_table_at_each_bucket() {
     assert!(far.windows(2).all(|w| w[0] == w[1]));
     // other schemes, and an empty range, are refused
     let alibi = tiny(Scheme::Alibi);
-    let e = posenc::export::t5_bias(&Lm::new(&alibi, 3, &device).unwrap(), &info(&alibi), -4, 0)
-        .unwrap_err();
+    let e =
+        posenc::lm::export::t5_bias(&Lm::new(&alibi, 3, &device).unwrap(), &info(&alibi), -4, 0)
+            .unwrap_err();
     assert!(e.to_string().contains("t5 or tupe"), "{e}");
-    assert!(posenc::export::t5_bias(&lm, &info(&c), 1, 0).is_err());
+    assert!(posenc::lm::export::t5_bias(&lm, &info(&c), 1, 0).is_err());
 }
 
 #[test]
@@ -221,7 +224,7 @@ fn pooled_attention_rows_sum_to_one_and_respect_causality() {
     for scheme in [Scheme::Rope, Scheme::Alibi, Scheme::Nope] {
         let c = tiny(scheme);
         let lm = Lm::new(&c, 5, &device).unwrap();
-        let opts = posenc::export::AttentionOptions {
+        let opts = posenc::lm::export::AttentionOptions {
             length: 48,
             pool: 8,
             windows: 2,
@@ -229,7 +232,7 @@ fn pooled_attention_rows_sum_to_one_and_respect_causality() {
             split: "valid".into(),
             corpus: dir.clone(),
         };
-        let cells = posenc::export::attention_map(&lm, &info(&c), &opts, &device).unwrap();
+        let cells = posenc::lm::export::attention_map(&lm, &info(&c), &opts, &device).unwrap();
         let nb = 6;
         assert_eq!(cells.len(), c.layers * c.heads * nb * nb);
         for layer in 0..c.layers {
@@ -253,16 +256,16 @@ fn pooled_attention_rows_sum_to_one_and_respect_causality() {
             }
         }
         // a block size that does not divide the length, or windows past the text, are refused
-        let bad = posenc::export::AttentionOptions {
+        let bad = posenc::lm::export::AttentionOptions {
             pool: 7,
             ..opts.clone()
         };
-        assert!(posenc::export::attention_map(&lm, &info(&c), &bad, &device).is_err());
-        let far = posenc::export::AttentionOptions {
+        assert!(posenc::lm::export::attention_map(&lm, &info(&c), &bad, &device).is_err());
+        let far = posenc::lm::export::AttentionOptions {
             offset: 2_990,
             ..opts
         };
-        let e = posenc::export::attention_map(&lm, &info(&c), &far, &device).unwrap_err();
+        let e = posenc::lm::export::attention_map(&lm, &info(&c), &far, &device).unwrap_err();
         assert!(e.to_string().contains("--offset"), "{e}");
     }
 }

@@ -7,26 +7,27 @@ mod train_common;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor, TensorData};
-use posenc::model::{int_tensor, to_vec, Lm, ModelConfig, PositionContext, Scheme};
+use posenc::lm::checkpoint::ParamPath;
+use posenc::lm::model::{int_tensor, to_vec, Lm, ModelConfig, PositionContext, Scheme};
 use train_common::{text, tiny};
 
 /// Adds `eps` to entry `index` of the parameter named `target`.
 struct Nudge<'a> {
-    path: Vec<String>,
+    path: ParamPath,
     target: &'a str,
     index: usize,
     eps: f32,
 }
 
 impl ModuleMapper for Nudge<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.into());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        if self.path.join(".") != self.target {
+        if self.path.name() != self.target {
             return param;
         }
         let (index, eps) = (self.index, self.eps);
@@ -43,41 +44,41 @@ impl ModuleMapper for Nudge<'_> {
 /// Names and sizes of the float parameters.
 #[derive(Default)]
 struct Names {
-    path: Vec<String>,
+    path: ParamPath,
     found: Vec<(String, usize)>,
 }
 
 impl ModuleVisitor for Names {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.into());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         self.found
-            .push((self.path.join("."), param.val().dims().iter().product()));
+            .push((self.path.name(), param.val().dims().iter().product()));
     }
 }
 
 /// Gradient of the named parameter, flattened.
 #[derive(Default)]
 struct Grab<'a> {
-    path: Vec<String>,
+    path: ParamPath,
     target: &'a str,
     grads: Option<&'a burn::tensor::Gradients>,
     out: Vec<f32>,
 }
 
 impl ModuleVisitor for Grab<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.into());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        if self.path.join(".") == self.target {
+        if self.path.name() == self.target {
             let g = param.val().grad(self.grads.unwrap()).expect("a gradient");
             self.out = to_vec(g);
         }
@@ -86,7 +87,7 @@ impl ModuleVisitor for Grab<'_> {
 
 fn batch(c: &ModelConfig) -> (Vec<i64>, Vec<i64>) {
     let t = text(4 * c.train_len + 8, 5);
-    posenc::data::train_batch(&t, 2, c.train_len, 3, 0).unwrap()
+    posenc::lm::data::train_batch(&t, 2, c.train_len, 3, 0).unwrap()
 }
 
 fn loss(lm: &Lm, c: &ModelConfig, ctx: &PositionContext, device: &Device) -> f64 {
@@ -181,13 +182,13 @@ fn position_parameter_gradients_match_finite_differences() {
                     1e-2f32
                 };
                 let plus = lm.clone().map(&mut Nudge {
-                    path: vec![],
+                    path: ParamPath::default(),
                     target,
                     index,
                     eps,
                 });
                 let minus = lm.clone().map(&mut Nudge {
-                    path: vec![],
+                    path: ParamPath::default(),
                     target,
                     index,
                     eps: -eps,

@@ -10,12 +10,12 @@ mod train_common;
 use burn::module::Module;
 use burn::nn::LayerNormConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use posenc::model::kernels::{
+use posenc::lm::kernels::{
     attention, gelu_with, layer_norm_with, linear_with, nll_with, product_with,
     reference_attention, rope_with, AttentionBias, Kernels,
 };
-use posenc::model::{to_vec, ModelConfig, Scheme, LAYER_NORM_EPS};
-use posenc::train::{train, TrainConfig, TrainRun};
+use posenc::lm::model::{to_vec, ModelConfig, Scheme, LAYER_NORM_EPS};
+use posenc::lm::train::{train, TrainConfig, TrainRun};
 use train_common::{corpus, tiny};
 
 /// Deterministic values in about [-scale, scale].
@@ -313,7 +313,7 @@ fn losses(c: &ModelConfig, kernels: Kernels, dir: &std::path::Path) -> Vec<f64> 
         save_every: 0,
         log_every: 0,
         progress: false,
-        dtype: posenc::model::checkpoint::WeightDtype::F32,
+        dtype: posenc::lm::checkpoint::WeightDtype::F32,
         corpus: corpus("kernels"),
         device: Device::flex(),
         kernels,
@@ -502,7 +502,7 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
 /// below `L`; then central differences of the fused gradient.
 #[test]
 fn fused_relative_gather_matches_reference_and_finite_differences() {
-    use posenc::model::kernels::relative_gather_with;
+    use posenc::lm::kernels::relative_gather_with;
     let device = Device::flex().autodiff();
     for (l, r) in [(5, 3), (9, 16), (33, 33)] {
         let idx: Vec<i64> = (0..l * l)
@@ -558,9 +558,9 @@ fn fused_relative_gather_matches_reference_and_finite_differences() {
 #[test]
 fn xl_shift_index_gathers_what_rel_shift_shifts() {
     use posenc::encodings::rope::RopeScaling;
-    use posenc::model::attention::rel_shift;
-    use posenc::model::kernels::relative_gather_with;
-    use posenc::model::PositionContext;
+    use posenc::lm::kernels::relative_gather_with;
+    use posenc::lm::model::attention::rel_shift;
+    use posenc::lm::model::{PositionContext, PositionObjects};
     let device = Device::flex().autodiff();
     for l in [1, 7, 40] {
         let c = ModelConfig {
@@ -568,10 +568,9 @@ fn xl_shift_index_gathers_what_rel_shift_shifts() {
             ..ModelConfig::default()
         };
         let ctx = PositionContext::new(&c, l, RopeScaling::None, &device).unwrap();
-        let index = ctx
-            .xl_index
-            .clone()
-            .expect("XL context has its shift index");
+        let PositionObjects::Xl { index, .. } = ctx.objects else {
+            panic!("XL context has its shift index")
+        };
         let raw = tensor([2, 3, l, l], 51, 1.0, &device);
         let gathered = to_vec(relative_gather_with(
             raw.clone(),
@@ -596,8 +595,8 @@ fn xl_shift_index_gathers_what_rel_shift_shifts() {
 /// the permutation leaves every product $q' \cdot k'$ as the unpermuted rotation gives it.
 #[test]
 fn fused_pair_rotation_matches_reference_and_keeps_products() {
-    use posenc::model::attention::rotate_interleaved;
-    use posenc::model::kernels::rotate_pairs_with;
+    use posenc::lm::kernels::rotate_pairs_with;
+    use posenc::lm::model::attention::rotate_interleaved;
     let device = Device::flex().autodiff();
     let (b, h, l, d) = (2, 3, 7, 8);
     let c = tensor([l, d / 2], 61, 1.0, &device);
@@ -657,7 +656,7 @@ fn fused_pair_rotation_matches_reference_and_keeps_products() {
 #[test]
 fn fused_attention_with_relative_values_matches_reference() {
     use posenc::encodings::shaw::relative_index_matrix;
-    use posenc::model::kernels::attention_relative_values;
+    use posenc::lm::kernels::attention_relative_values;
     let device = Device::flex().autodiff();
     let names = ["output", "dq", "dk", "dv", "dbias", "dtable"];
     for ([b, h, l, d], clip) in [([2, 2, 5, 8], 2), ([1, 3, 45, 16], 4), ([2, 1, 70, 8], 32)] {

@@ -25,7 +25,7 @@
 use ndarray::{Array2, Array3};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, Result};
 
 /// Most heads [`alibi_slopes`] computes slopes for (a bound that keeps a typo from running for

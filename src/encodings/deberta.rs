@@ -39,7 +39,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// Log-bucket hyper-parameters of DeBERTa-v2, validated.
@@ -86,6 +86,49 @@ impl LogBuckets {
             ((abs as f32 / mid as f32).ln() / log_range * (mid - 1) as f32).ceil() + mid as f32;
         log_pos as i64 * relative_position.signum()
     }
+
+    /// DeBERTa's index into its `[2s, d]` relative tables ($s$ = `bucket_size`) for every
+    /// query $i$ and key $j$: $\text{idx}_{ij} = \operatorname{clip}(\text{bucket}(\delta_{ij}) +
+    /// s, 0, 2s-1)$ with $\delta_{ij} = (L_k - L_q + i) - j$ (query − key; queries at the last
+    /// `lq` of `lk` positions, [`query_position`]), `[Lq, Lk]`.
+    ///
+    /// # Errors
+    /// `lq > lk`.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::encodings::deberta::LogBuckets;
+    /// let buckets = LogBuckets::new(4, 8)?;
+    /// // delta = 0 sits at row s = 4, delta = 1 at 5, delta = -1 at 3
+    /// assert_eq!(buckets.index_matrix(2, 2)?, ndarray::array![[4, 3], [5, 4]]);
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn index_matrix(&self, lq: usize, lk: usize) -> Result<Array2<usize>> {
+        relative_index(Some(*self), self.bucket_size, lq, lk)
+    }
+}
+
+/// $\operatorname{clip}(\text{bucket}(\delta_{ij}) + s, 0, 2s-1)$, or the plain $\delta_{ij}$
+/// without buckets, `[Lq, Lk]`.
+fn relative_index(
+    buckets: Option<LogBuckets>,
+    span: usize,
+    lq: usize,
+    lk: usize,
+) -> Result<Array2<usize>> {
+    ensure(
+        lq <= lk,
+        "Lq",
+        lq,
+        &format!("at most Lk = {lk} (queries are the last Lq positions)"),
+    )?;
+    let s = span as i64;
+    Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
+        // delta = query - key
+        let delta = query_position(i, lq, lk) as i64 - j as i64;
+        let bucket = buckets.map_or(delta, |b| b.bucket(delta));
+        (bucket + s).clamp(0, 2 * s - 1) as usize
+    }))
 }
 
 /// Hugging Face's `make_log_bucket_position` for one relative position (query − key).
@@ -192,14 +235,12 @@ impl DebertaRelative {
     }
 
     /// $\text{idx}_{ij} = \operatorname{clip}(\delta_{ij} + s, 0, 2s-1)$ with queries at the
-    /// last `lq` of `lk` positions, `[Lq, Lk]`.
-    pub fn index_matrix(&self, lq: usize, lk: usize) -> Array2<usize> {
-        let s = self.span as i64;
-        Array2::from_shape_fn((lq, lk), |(i, j)| {
-            let delta = query_position(i, lq, lk) as i64 - j as i64;
-            let bucket = self.buckets.map_or(delta, |b| b.bucket(delta));
-            (bucket + s).clamp(0, 2 * s - 1) as usize
-        })
+    /// last `lq` of `lk` positions, `[Lq, Lk]` ([`LogBuckets::index_matrix`] with buckets).
+    ///
+    /// # Errors
+    /// `lq > lk`.
+    pub fn index_matrix(&self, lq: usize, lk: usize) -> Result<Array2<usize>> {
+        relative_index(self.buckets, self.span, lq, lk)
     }
 
     /// Content-to-position $q_i \cdot K^r_{\text{idx}_{ij}}$, `[Lq, Lk]` (unscaled).
@@ -208,8 +249,7 @@ impl DebertaRelative {
     /// When q's width differs from the head width or `lq > lk`.
     pub fn c2p(&self, q: ArrayView2<f32>, lk: usize) -> Result<Array2<f32>> {
         ensure_shape("DeBERTa: q width", &[self.pos_key.ncols()], &[q.ncols()])?;
-        ensure(q.nrows() <= lk, "Lq", q.nrows(), "at most Lk")?;
-        let idx = self.index_matrix(q.nrows(), lk);
+        let idx = self.index_matrix(q.nrows(), lk)?;
         // q K^r^T, [Lq, 2s], then gather
         let scores = q.dot(&self.pos_key.t());
         Ok(Array2::from_shape_fn(idx.dim(), |(i, j)| {
@@ -223,8 +263,7 @@ impl DebertaRelative {
     /// When k's width differs from the head width or `lq > lk`.
     pub fn p2c(&self, lq: usize, k: ArrayView2<f32>) -> Result<Array2<f32>> {
         ensure_shape("DeBERTa: k width", &[self.pos_query.ncols()], &[k.ncols()])?;
-        ensure(lq <= k.nrows(), "Lq", lq, "at most Lk")?;
-        let idx = self.index_matrix(lq, k.nrows());
+        let idx = self.index_matrix(lq, k.nrows())?;
         // k Q^r^T, [Lk, 2s], then gather transposed
         let scores = k.dot(&self.pos_query.t());
         Ok(Array2::from_shape_fn(idx.dim(), |(i, j)| {
@@ -352,5 +391,22 @@ mod tests {
         let d = DebertaRelative::new(None, 3, 4, 0).unwrap();
         assert!(d.c2p(random(2, 5, 0).view(), 2).is_err());
         assert!(d.p2c(3, random(2, 4, 0).view()).is_err());
+    }
+
+    #[test]
+    fn index_matrix_clips_the_reference_log_bucket_of_query_minus_key() {
+        // span s = 8 and max position 16: distances past 4 are log-bucketed, past 12 clipped
+        let buckets = LogBuckets::new(8, 16).unwrap();
+        let (lq, lk) = (20, 30);
+        let idx = buckets.index_matrix(lq, lk).unwrap();
+        for ((i, j), &x) in idx.indexed_iter() {
+            let delta = (lk - lq + i) as i64 - j as i64;
+            let bucket = make_log_bucket_position(delta, 8, 16).unwrap();
+            assert_eq!(x as i64, (bucket + 8).clamp(0, 15), "delta {delta}");
+        }
+        // the same index as the head that holds the buckets
+        let head = DebertaRelative::new(Some(buckets), 8, 2, 0).unwrap();
+        assert_eq!(head.index_matrix(lq, lk).unwrap(), idx);
+        assert!(buckets.index_matrix(3, 2).is_err());
     }
 }

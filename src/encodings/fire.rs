@@ -28,7 +28,7 @@ use ndarray_rand::rand_distr::Uniform;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// The paper's initial $c$ in $\psi(x) = \ln(cx + 1)$, 0.1.
@@ -184,7 +184,7 @@ impl Fire {
     }
 
     /// The normalised distances $\psi(i-j)/\psi(\max(L, i))$, `[lq, lk]`, queries at
-    /// $L_k - L_q + r$ (the convention of [`crate::attention`]); future entries are 0.
+    /// $L_k - L_q + r$ (the convention of [`query_position`](super::query_position)); future entries are 0.
     ///
     /// # Errors
     /// When `lq > lk` or the configuration is invalid.

@@ -18,7 +18,7 @@
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, invalid, Result};
 
 /// Which kernel Kerple derives its bias from.
@@ -115,7 +115,7 @@ impl Kerple {
     }
 
     /// The bias $b_{ij}$ of head `head`, `[lq, lk]`, queries at $L_k - L_q + i$ and keys at $j$
-    /// (the convention of [`crate::attention`]).
+    /// (the convention of [`query_position`](super::query_position)).
     ///
     /// # Errors
     /// When `head` is out of range, `lq > lk`, or the parameters are invalid.

@@ -24,7 +24,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Error, Result};
 
 /// BERT's initialisation standard deviation, 0.02.

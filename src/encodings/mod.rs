@@ -1,6 +1,7 @@
 //! Position-only objects, one module per family: they depend on positions and
-//! hyper-parameters, never on content. Each type also implements
-//! [`PositionScheme`](crate::attention::PositionScheme), its application to attention.
+//! hyper-parameters, never on content. Each type also implements [`PositionScheme`], its
+//! application to attention, which [`crate::attention::attention`] composes; the encodings
+//! import nothing above them.
 //!
 //! | module | scheme | application |
 //! |---|---|---|
@@ -25,9 +26,12 @@ pub mod kerple;
 pub mod learned;
 pub mod nope;
 pub mod rope;
+mod scheme;
 pub mod shaw;
 pub mod sinusoidal;
 pub mod t5;
 pub mod tupe;
 pub mod xl;
 pub mod xpos;
+
+pub use scheme::{query_position, PositionScheme};

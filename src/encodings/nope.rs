@@ -12,7 +12,7 @@
 //! s_{ij} = \frac{q_i \cdot k_j}{\sqrt d}
 //! ```
 
-use crate::attention::PositionScheme;
+use super::PositionScheme;
 
 /// No position encoding: attention sees content only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// $\text{idx}_{ij} = \operatorname{clip}(j - i, -k, k) + k$, `[Lq, Lk]`, queries at the last

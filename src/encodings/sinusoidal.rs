@@ -21,7 +21,7 @@
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::PositionScheme;
+use super::PositionScheme;
 use crate::error::{ensure, ensure_shape, Result};
 
 /// The paper's base, 10000.
@@ -128,7 +128,7 @@ pub fn offset_rotation(k: f64, dim: usize, base: f64) -> Result<Array2<f32>> {
 
 /// Sinusoidal absolute encoding as an attention scheme: with identity projections,
 /// $q'_i = q_i + \mathrm{PE}(i)$ and $k'_j = k_j + \mathrm{PE}(j)$ (positions per the
-/// convention of [`crate::attention`]).
+/// convention of [`query_position`](super::query_position)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SinusoidalAbsolute {
     /// Model (and head) width $d$; even.

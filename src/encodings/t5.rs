@@ -29,7 +29,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// Bucket hyper-parameters of T5, validated.
@@ -113,6 +113,33 @@ impl T5Buckets {
         let large = (large as i64).min(n as i64 - 1) as usize;
         offset + large
     }
+
+    /// The bucket of $j - (L_k - L_q + i)$ (key − query) for every query $i$ and key $j$, with
+    /// the queries at the last `lq` of `lk` positions ([`query_position`]), `[Lq, Lk]`.
+    ///
+    /// # Errors
+    /// `lq > lk`.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::encodings::t5::T5Buckets;
+    /// let causal = T5Buckets::new(32, 128, false)?;
+    /// // key - query = 0 on the diagonal, -1 below it; the future shares bucket 0
+    /// assert_eq!(causal.matrix(2, 2)?, ndarray::array![[0, 0], [1, 0]]);
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn matrix(&self, lq: usize, lk: usize) -> Result<Array2<usize>> {
+        ensure(
+            lq <= lk,
+            "Lq",
+            lq,
+            &format!("at most Lk = {lk} (queries are the last Lq positions)"),
+        )?;
+        Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
+            // r = key - query
+            self.bucket(j as i64 - query_position(i, lq, lk) as i64)
+        }))
+    }
 }
 
 /// `_relative_position_bucket` of Hugging Face's T5, for one relative position
@@ -186,13 +213,13 @@ impl T5Bias {
         self.table.ncols()
     }
 
-    /// Bucket indices `[Lq, Lk]` for queries at the last `lq` of `lk` positions.
-    pub fn bucket_matrix(&self, lq: usize, lk: usize) -> Array2<usize> {
-        Array2::from_shape_fn((lq, lk), |(i, j)| {
-            // r = key - query
-            let r = j as i64 - query_position(i, lq, lk) as i64;
-            self.buckets.bucket(r)
-        })
+    /// Bucket indices `[Lq, Lk]` for queries at the last `lq` of `lk` positions
+    /// ([`T5Buckets::matrix`]).
+    ///
+    /// # Errors
+    /// `lq > lk`.
+    pub fn bucket_matrix(&self, lq: usize, lk: usize) -> Result<Array2<usize>> {
+        self.buckets.matrix(lq, lk)
     }
 
     /// $b_{ij} = B[\text{bucket}(j - i), h]$, `[Lq, Lk]`.
@@ -201,7 +228,7 @@ impl T5Bias {
     /// When `head` is out of range or `lq > lk`.
     pub fn bias(&self, head: usize, lq: usize, lk: usize) -> Result<Array2<f32>> {
         self.check(head, lq, lk)?;
-        Ok(self.bucket_matrix(lq, lk).mapv(|b| self.table[[b, head]]))
+        Ok(self.bucket_matrix(lq, lk)?.mapv(|b| self.table[[b, head]]))
     }
 
     /// The bias of every head, `[H, Lq, Lk]` (as Hugging Face's `compute_bias`, without
@@ -211,7 +238,7 @@ impl T5Bias {
     /// When `lq > lk`.
     pub fn bias_all_heads(&self, lq: usize, lk: usize) -> Result<Array3<f32>> {
         self.check(0, lq, lk)?;
-        let buckets = self.bucket_matrix(lq, lk);
+        let buckets = self.bucket_matrix(lq, lk)?;
         Ok(Array3::from_shape_fn(
             (self.heads(), lq, lk),
             |(h, i, j)| self.table[[buckets[[i, j]], h]],
@@ -310,5 +337,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn bucket_matrix_holds_the_reference_bucket_of_key_minus_query() {
+        // queries at positions 2, 3, 4 of 5 keys; the golden-tested function per entry
+        let buckets = T5Buckets::new(8, 20, false).unwrap();
+        let m = buckets.matrix(3, 5).unwrap();
+        for ((i, j), &b) in m.indexed_iter() {
+            let r = j as i64 - (2 + i) as i64;
+            assert_eq!(b, relative_position_bucket(r, false, 8, 20).unwrap());
+        }
+        // fewer queries are the last rows of the square matrix
+        let square = buckets.matrix(5, 5).unwrap();
+        assert_eq!(m, square.slice(ndarray::s![2.., ..]));
+        assert!(buckets.matrix(6, 5).is_err());
     }
 }

@@ -26,7 +26,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::PositionScheme;
+use super::PositionScheme;
 use crate::encodings::t5::T5Bias;
 use crate::error::{ensure, ensure_shape, invalid, Error, Result};
 
@@ -129,7 +129,7 @@ impl Tupe {
     }
 
     /// The unscaled position term $(p_i U^Q)(p_j U^K)^\top$, `[lq, lk]`, queries at
-    /// $L_k - L_q + i$ and keys at $j$ (the convention of [`crate::attention`]).
+    /// $L_k - L_q + i$ and keys at $j$ (the convention of [`query_position`](super::query_position)).
     ///
     /// # Errors
     /// [`Error::PositionOutOfRange`] when `lk > max_len`; also when `lq > lk` or the shapes are

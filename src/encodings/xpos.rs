@@ -25,7 +25,7 @@
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
 
 /// The RoPE base, 10000.
@@ -178,6 +178,40 @@ impl XPos {
             scale.mapv_inplace(|s| 1.0 / s);
         }
         Ok(rotate_interleaved_scaled(x, &angle, &scale))
+    }
+
+    /// The rotation-and-scale tables of [`apply`](Self::apply): $C_{pi} = \zeta_i^{\pm p/B}
+    /// \cos(p\theta_i)$ and $S_{pi} = \zeta_i^{\pm p/B} \sin(p\theta_i)$ for each position $p$,
+    /// `+` for queries and `-` for keys (`is_key`), `(C, S)`, `[positions.len(), dim/2]` each.
+    /// Pair $i$ of a row at $p$ becomes $(x_{2i} C - x_{2i+1} S,\ x_{2i+1} C + x_{2i} S)$:
+    /// the same values `apply` computes, rounded to `f32` once.
+    ///
+    /// # Errors
+    /// As [`apply`](Self::apply): an invalid configuration or a non-finite position.
+    pub fn tables(&self, positions: &[f64], is_key: bool) -> Result<(Array2<f32>, Array2<f32>)> {
+        self.validate()?;
+        ensure(
+            positions.iter().all(|p| p.is_finite()),
+            "positions",
+            "a non-finite value",
+            "finite numbers",
+        )?;
+        let theta = self.theta();
+        let mut scale = self.scales_f64(positions);
+        if is_key {
+            scale.mapv_inplace(|s| 1.0 / s);
+        }
+        let (mut c, mut s) = (
+            Array2::zeros(scale.raw_dim()),
+            Array2::zeros(scale.raw_dim()),
+        );
+        for ((r, i), &z) in scale.indexed_iter() {
+            // zeta^{+-p/B} (cos, sin)(p theta_i)
+            let (sin, cos) = (positions[r] * theta[i]).sin_cos();
+            c[[r, i]] = (z * cos) as f32;
+            s[[r, i]] = (z * sin) as f32;
+        }
+        Ok((c, s))
     }
 
     /// The positions of `lq` queries and `lk` keys under the crate's convention,
@@ -422,5 +456,30 @@ mod tests {
                 prop_assert!((s - 16.0).abs() < 1e-4);
             }
         }
+    }
+
+    #[test]
+    fn tables_are_what_apply_rotates_and_scales_with() {
+        let x = XPos::new(8, DEFAULT_BASE, 16.0).unwrap();
+        let positions = [-3.0, 0.0, 2.0, 7.5];
+        for is_key in [false, true] {
+            let (c, s) = x.tables(&positions, is_key).unwrap();
+            // apply on rows (1, 0, 1, 0, ...) returns (C, S) in every pair, to the bit
+            let ones = Array2::from_shape_fn((4, 8), |(_, j)| if j % 2 == 0 { 1.0 } else { 0.0 });
+            let unit = x.apply(ones.view(), &positions, is_key).unwrap();
+            for ((r, i), &cv) in c.indexed_iter() {
+                assert_eq!(unit[[r, 2 * i]].to_bits(), cv.to_bits());
+                assert_eq!(unit[[r, 2 * i + 1]].to_bits(), s[[r, i]].to_bits());
+            }
+            // and on any row, the pair formula with the tables (up to f32 rounding)
+            let q = Array2::from_shape_fn((4, 8), |(r, j)| (r as f32 - 1.5) * 0.3 + j as f32 * 0.1);
+            let out = x.apply(q.view(), &positions, is_key).unwrap();
+            for ((r, i), &cv) in c.indexed_iter() {
+                let (q0, q1, sv) = (q[[r, 2 * i]], q[[r, 2 * i + 1]], s[[r, i]]);
+                assert!((out[[r, 2 * i]] - (q0 * cv - q1 * sv)).abs() < 1e-5);
+                assert!((out[[r, 2 * i + 1]] - (q1 * cv + q0 * sv)).abs() < 1e-5);
+            }
+        }
+        assert!(x.tables(&[f64::NAN], false).is_err());
     }
 }

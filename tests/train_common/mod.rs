@@ -3,7 +3,7 @@
 
 use burn::tensor::Tensor;
 use ndarray::Array2;
-use posenc::model::{ModelConfig, Scheme};
+use posenc::lm::model::{ModelConfig, Scheme};
 
 /// A tiny model of `scheme`: 1 layer, width 16, 2 heads of 8, training length 12.
 pub fn tiny(scheme: Scheme) -> ModelConfig {
@@ -29,11 +29,11 @@ pub fn tiny(scheme: Scheme) -> ModelConfig {
 /// A tensor back to an ndarray `[rows, cols]`.
 pub fn array2(t: Tensor<2>) -> Array2<f32> {
     let [r, c] = t.dims();
-    Array2::from_shape_vec((r, c), posenc::model::to_vec(t)).unwrap()
+    Array2::from_shape_vec((r, c), posenc::lm::model::to_vec(t)).unwrap()
 }
 
 #[allow(unused_imports)]
-pub use posenc::model::context::tensor2;
+pub use posenc::lm::model::context::tensor2;
 
 /// Bytes of a pseudo-random text.
 pub fn text(n: usize, seed: u64) -> Vec<u8> {

@@ -4,14 +4,14 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use posenc::data::default_corpus_dir;
 use posenc::encodings::rope::{RopeScaling, ScalingKind};
-use posenc::eval::{check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode};
-use posenc::experiment::{sweep as run_sweep, Selection, SweepConfig, SweepEval};
-use posenc::model::checkpoint::{ensure_writable, WeightDtype};
-use posenc::model::{Kernels, ModelConfig, Scheme};
+use posenc::lm::checkpoint::{ensure_writable, WeightDtype};
+use posenc::lm::data::default_corpus_dir;
+use posenc::lm::eval::{check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode};
+use posenc::lm::model::{Kernels, ModelConfig, Scheme};
+use posenc::lm::sweep::{sweep as run_sweep, Selection, SweepConfig, SweepEval};
+use posenc::lm::train::{load_model, read_info, train as run_train, TrainConfig, TrainRun};
 use posenc::results::csv_bytes;
-use posenc::train::{load_model, read_info, train as run_train, TrainConfig, TrainRun};
 
 /// Where tensors live.
 #[derive(Clone, Copy, ValueEnum)]
@@ -496,9 +496,9 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
             common.fused_only("export")?;
             writable(&out)?;
             let (model, info) = load_model(&checkpoint, &common.device()?).map_err(err)?;
-            let rows = posenc::export::t5_bias(&model, &info, min, max).map_err(err)?;
+            let rows = posenc::lm::export::t5_bias(&model, &info, min, max).map_err(err)?;
             (
-                posenc::export::t5_bias_csv(&rows).map_err(err)?,
+                posenc::lm::export::t5_bias_csv(&rows).map_err(err)?,
                 rows.len(),
                 out,
             )
@@ -517,7 +517,7 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
             writable(&out)?;
             let device = common.device()?;
             let (model, info) = load_model(&checkpoint, &device).map_err(err)?;
-            let opts = posenc::export::AttentionOptions {
+            let opts = posenc::lm::export::AttentionOptions {
                 length,
                 pool,
                 windows,
@@ -526,9 +526,9 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
                 corpus: common.corpus(),
             };
             let cells =
-                posenc::export::attention_map(&model, &info, &opts, &device).map_err(err)?;
+                posenc::lm::export::attention_map(&model, &info, &opts, &device).map_err(err)?;
             (
-                posenc::export::attention_csv(&cells).map_err(err)?,
+                posenc::lm::export::attention_csv(&cells).map_err(err)?,
                 cells.len(),
                 out,
             )
@@ -537,7 +537,7 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
     match out {
         None => Ok(String::from_utf8_lossy(&csv).trim_end().to_string()),
         Some(path) => {
-            posenc::model::checkpoint::write_atomic(&path, &csv).map_err(err)?;
+            posenc::lm::checkpoint::write_atomic(&path, &csv).map_err(err)?;
             Ok(format!("{rows} rows -> {}", path.display()))
         }
     }

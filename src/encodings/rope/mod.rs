@@ -28,7 +28,7 @@ mod scaling;
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{query_position, PositionScheme};
+use super::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
 pub use scaling::{
     yarn_correction_dim, yarn_correction_range, yarn_mscale, RopeFrequencies, RopeScaling,

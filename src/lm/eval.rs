@@ -20,36 +20,15 @@ use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::data::{read_split, window_starts};
 use crate::encodings::rope::RopeScaling;
 pub use crate::encodings::rope::ScalingKind;
 use crate::error::{invalid, Error, Result};
-use crate::model::checkpoint::{write_atomic, CheckpointInfo};
-use crate::model::config::MAX_LEN;
-use crate::model::{int_tensor, to_vec, Kernels, Lm, ModelConfig, PositionContext, Scheme};
+use crate::lm::checkpoint::{write_atomic, CheckpointInfo};
+pub use crate::lm::config::{check_lengths, Mode};
+use crate::lm::data::{read_split, window_starts};
+use crate::lm::model::{int_tensor, to_vec, Kernels, Lm, ModelConfig, PositionContext, Scheme};
 use crate::results::csv_bytes;
 pub use crate::results::{ResultRow, WindowRow};
-
-/// How windows are laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Windows of the longest length, prefixes of length $L$ scored.
-    Nonoverlap,
-    /// Windows of length $L$ at stride $L/2$.
-    Sliding,
-}
-
-impl Mode {
-    /// `nonoverlap` or `sliding`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Mode::Nonoverlap => "nonoverlap",
-            Mode::Sliding => "sliding",
-        }
-    }
-}
 
 /// RoPE scaling applied at inference.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -92,23 +71,6 @@ pub struct EvalOptions {
 /// When the file cannot be written.
 pub fn write_csv(path: &Path, rows: &[ResultRow]) -> Result<()> {
     write_atomic(path, &csv_bytes(rows)?)
-}
-
-/// Checks the lengths and the window layout before any work: at least one length, each from
-/// 1 to [`MAX_LEN`].
-///
-/// # Errors
-/// [`Error::InvalidParameter`] naming `lengths` and the bound.
-pub fn check_lengths(lengths: &[usize]) -> Result<()> {
-    let bad = lengths.iter().find(|&&l| l == 0 || l > MAX_LEN);
-    if lengths.is_empty() || bad.is_some() {
-        return Err(invalid(
-            "lengths",
-            bad.map_or_else(|| "[]".to_string(), ToString::to_string),
-            format!("one or more lengths, each from 1 to {MAX_LEN}"),
-        ));
-    }
-    Ok(())
 }
 
 /// The length a RoPE model's positions were originally trained at: its training length, or,

@@ -214,7 +214,7 @@ pub fn rope_with(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>, kernels: Kernel
             false,
         ))
     } else {
-        crate::model::attention::rope_half(x, cos, sin)
+        crate::lm::model::attention::rope_half(x, cos, sin)
     }
 }
 
@@ -224,7 +224,7 @@ pub fn rope_with(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>, kernels: Kernel
 /// members): the rotation followed by one fixed permutation of the head dimensions, which
 /// leaves $q' \cdot k'$ unchanged when queries and keys both get it, so attention gives the
 /// same result. Fused: one parallel pass forward and one backward, laid out as the fused
-/// attention reads it; the reference composes [`crate::model::attention::rotate_interleaved`]
+/// attention reads it; the reference composes [`crate::lm::model::attention::rotate_interleaved`]
 /// and the permutation.
 pub fn rotate_pairs_with(
     x: Tensor<4>,
@@ -243,7 +243,7 @@ pub fn rotate_pairs_with(
     }
     let [b, h, l, d] = x.dims();
     // [.., d/2, 2] -> [.., 2, d/2]: even dimensions first, then odd
-    crate::model::attention::rotate_interleaved(x, c, s)
+    crate::lm::model::attention::rotate_interleaved(x, c, s)
         .reshape([b, h, l, d / 2, 2])
         .swap_dims(3, 4)
         .reshape([b, h, l, d])

@@ -1,7 +1,7 @@
 //! Training: AdamW with warm-up and cosine decay on random windows of the training split,
 //! checkpoints written atomically at the end and every `save_every` steps, exact resume.
 //!
-//! The checkpoint format is [`crate::model::checkpoint`]'s. Everything is checked before the
+//! The checkpoint format is [`crate::lm::checkpoint`]'s. Everything is checked before the
 //! first step: the configurations, the output folder (writable; an existing checkpoint is
 //! replaced only when asked), and on resume that nothing contradicts the checkpoint.
 
@@ -16,13 +16,13 @@ use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::data::{read_split, train_batch, window_starts};
 use crate::error::{invalid, Error, Result};
-use crate::eval::window_nll;
-use crate::model::checkpoint::{self, digest, ensure_dir_writable, io_error, WeightDtype};
-pub use crate::model::checkpoint::{load_model, read_info, CheckpointInfo, TrainState, ValidLoss};
-pub use crate::model::config::TrainConfig;
-use crate::model::{int_tensor, Kernels, Lm, ModelConfig, PositionContext};
+use crate::lm::checkpoint::{self, digest, ensure_dir_writable, io_error, WeightDtype};
+pub use crate::lm::checkpoint::{load_model, read_info, CheckpointInfo, TrainState, ValidLoss};
+pub use crate::lm::config::TrainConfig;
+use crate::lm::data::{read_split, train_batch, window_starts};
+use crate::lm::eval::window_nll;
+use crate::lm::model::{int_tensor, Kernels, Lm, ModelConfig, PositionContext};
 
 /// Options of one training run.
 #[derive(Debug, Clone)]
@@ -317,7 +317,7 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
             int_tensor(x, shape, &device),
             int_tensor(y, shape, &device),
         );
-        let value = f64::from(crate::model::to_vec(loss.clone())[0]);
+        let value = f64::from(crate::lm::model::to_vec(loss.clone())[0]);
         if !value.is_finite() {
             bar.abandon();
             return Err(Error::NonFinite(format!(

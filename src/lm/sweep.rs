@@ -19,50 +19,22 @@ use std::time::Instant;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-use crate::data::{read_split, window_starts};
 use crate::error::{ensure, invalid, Error, Result};
-use crate::eval::{
-    check_lengths, evaluate_windows, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow,
-    ScalingKind, WindowRow,
-};
-use crate::model::checkpoint::{
+use crate::lm::checkpoint::{
     digest, ensure_dir_writable, ensure_writable, file_digest, read_json, read_state, to_json,
-    write_atomic, WeightDtype, WEIGHTS_FILE,
+    write_atomic, WEIGHTS_FILE,
 };
-use crate::model::config::MAX_LEN;
-use crate::model::{Kernels, ModelConfig, Scheme};
+pub use crate::lm::config::{SweepConfig, SweepEval, SweepFinetune};
+use crate::lm::data::{read_split, window_starts};
+use crate::lm::eval::{
+    evaluate_windows, write_csv, EvalOptions, InferenceScaling, Mode, ResultRow, ScalingKind,
+    WindowRow,
+};
+use crate::lm::model::{Kernels, ModelConfig, Scheme};
+use crate::lm::train::{
+    load_model, log_line, read_info, train, CheckpointInfo, TrainConfig, TrainRun,
+};
 use crate::results::{csv_bytes, read_csv};
-use crate::train::{load_model, log_line, read_info, train, CheckpointInfo, TrainConfig, TrainRun};
-
-/// Evaluation settings of the sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SweepEval {
-    /// Lengths; default 128, 256, 512, 1024, 2048.
-    pub lengths: Vec<usize>,
-    /// Only the first bytes of the split in non-overlapping mode; default 131072 (63 windows
-    /// of 2048 + 1 bytes).
-    pub max_bytes: Option<usize>,
-    /// Only the first bytes of the split in sliding mode; default 32768. Sliding windows score
-    /// every byte of the budget at every length, at about twice the cost per byte.
-    pub sliding_max_bytes: Option<usize>,
-    /// Split; default `valid`.
-    pub split: String,
-    /// Window layouts, each evaluated; default nonoverlap and sliding.
-    pub modes: Vec<Mode>,
-}
-
-impl Default for SweepEval {
-    fn default() -> Self {
-        Self {
-            lengths: vec![128, 256, 512, 1024, 2048],
-            max_bytes: Some(131_072),
-            sliding_max_bytes: Some(32_768),
-            split: "valid".into(),
-            modes: vec![Mode::Nonoverlap, Mode::Sliding],
-        }
-    }
-}
 
 impl SweepEval {
     /// Evaluates `model` in every mode: rows of `variant`, with `scaling` at inference, and
@@ -71,8 +43,8 @@ impl SweepEval {
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
-        lm: &crate::model::Lm,
-        info: &crate::train::CheckpointInfo,
+        lm: &crate::lm::model::Lm,
+        info: &crate::lm::train::CheckpointInfo,
         variant: &str,
         scaling: Option<InferenceScaling>,
         per_position: Option<PathBuf>,
@@ -103,229 +75,6 @@ impl SweepEval {
             windows.extend(w);
         }
         Ok((rows, windows))
-    }
-}
-
-/// Fine-tuning of the RoPE checkpoint at a longer length.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SweepFinetune {
-    /// Scalings to fine-tune with; default PI (`linear`) and YaRN.
-    pub kinds: Vec<ScalingKind>,
-    /// Length factor; default 2 (training at twice the length, with scaling factor 2).
-    pub factor: usize,
-    /// Steps; default 100.
-    pub steps: usize,
-    /// Sequences per step; default 16 (as many bytes per step as the base training).
-    pub batch: usize,
-    /// Peak learning rate; default 1e-3.
-    pub lr: f64,
-    /// Warm-up steps; default 10.
-    pub warmup: usize,
-}
-
-impl Default for SweepFinetune {
-    fn default() -> Self {
-        Self {
-            kinds: vec![ScalingKind::Linear, ScalingKind::Yarn],
-            factor: 2,
-            steps: 100,
-            batch: 16,
-            lr: 1e-3,
-            warmup: 10,
-        }
-    }
-}
-
-/// The sweep's configuration (`posenc sweep --config FILE`, JSON; missing fields take the
-/// defaults, which are the shipped results' settings except for the folders, under
-/// `target/sweep/`; unknown keys are an error).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SweepConfig {
-    /// The model (its `scheme` is replaced by each scheme in turn).
-    pub model: ModelConfig,
-    /// Training of every scheme, the same budget for all; default 2000 steps of 32 x 128
-    /// bytes (8.2 MB), the validation loss every 100 steps, otherwise [`TrainConfig`]'s
-    /// defaults.
-    pub train: TrainConfig,
-    /// Schemes; default all 13.
-    pub schemes: Vec<Scheme>,
-    /// Evaluation.
-    pub eval: SweepEval,
-    /// RoPE scalings applied at inference to the RoPE checkpoint (factor $L/L_{train}$ at each
-    /// length); default all five.
-    pub rope_inference: Vec<ScalingKind>,
-    /// RoPE fine-tunes.
-    pub finetune: SweepFinetune,
-    /// Checkpoint folder; default `target/sweep/checkpoints` (the shipped ones are in
-    /// `data/checkpoints`, written only by a configuration that names it).
-    pub checkpoints: PathBuf,
-    /// Results CSV; default `target/sweep/results/ppl_vs_length.csv` (the shipped one is
-    /// `data/results/ppl_vs_length.csv`).
-    pub results: PathBuf,
-    /// Precision of saved weights; default f16.
-    pub dtype: WeightDtype,
-    /// Reuse a finished checkpoint with the same configuration, and a finished item's results
-    /// when its weights and evaluation are the same; default true.
-    pub reuse: bool,
-    /// Training seeds (weights and data order); every model is trained with each; default
-    /// 0, 1, 2.
-    pub seeds: Vec<u64>,
-    /// Checkpoint folder of every seed but the first (the first seed's go to `checkpoints`);
-    /// default `target/sweep/seed-checkpoints`.
-    pub seed_checkpoints: PathBuf,
-    /// Dynamic NTK's fixed factor $s$ at inference (the base grows with the evaluated length
-    /// $L$: $b\,(sL/L_{train} - s + 1)^{d/(d-2)}$ for $L > L_{train}$); default 2.
-    pub dynamic_factor: f64,
-}
-
-impl Default for SweepConfig {
-    fn default() -> Self {
-        Self {
-            model: ModelConfig::default(),
-            train: TrainConfig {
-                steps: 2000,
-                valid_every: 100,
-                ..TrainConfig::default()
-            },
-            schemes: Scheme::ALL.to_vec(),
-            eval: SweepEval::default(),
-            rope_inference: vec![
-                ScalingKind::Linear,
-                ScalingKind::Ntk,
-                ScalingKind::Dynamic,
-                ScalingKind::Yarn,
-                ScalingKind::Llama3,
-            ],
-            finetune: SweepFinetune::default(),
-            checkpoints: "target/sweep/checkpoints".into(),
-            results: "target/sweep/results/ppl_vs_length.csv".into(),
-            dtype: WeightDtype::F16,
-            reuse: true,
-            seeds: vec![0, 1, 2],
-            seed_checkpoints: "target/sweep/seed-checkpoints".into(),
-            dynamic_factor: 2.0,
-        }
-    }
-}
-
-impl SweepConfig {
-    /// Reads a JSON file.
-    ///
-    /// # Errors
-    /// An unreadable or invalid file.
-    pub fn read(path: &Path) -> Result<Self> {
-        read_json(path)
-    }
-
-    /// The RoPE model of a fine-tune with `kind`: the base model at `factor` times the length.
-    fn finetune_model(&self, kind: ScalingKind) -> ModelConfig {
-        let ft = &self.finetune;
-        let mut model = self.model.clone();
-        model.scheme = Scheme::Rope;
-        model.train_len = self.model.train_len.saturating_mul(ft.factor);
-        model.rope_scaling = kind.scaling(ft.factor as f64, self.model.train_len);
-        model
-    }
-
-    /// The training of a fine-tune.
-    fn finetune_train(&self) -> TrainConfig {
-        let ft = &self.finetune;
-        TrainConfig {
-            batch: ft.batch,
-            steps: ft.steps,
-            lr: ft.lr,
-            warmup: ft.warmup,
-            ..self.train.clone()
-        }
-    }
-
-    /// Checks every value before any work: each scheme's model and training, the lengths and
-    /// byte budgets of the evaluation, the fine-tunes.
-    ///
-    /// # Errors
-    /// The first invalid value, named by its key.
-    pub fn validate(&self) -> Result<()> {
-        for &scheme in &self.schemes {
-            let model = ModelConfig {
-                scheme,
-                ..self.model.clone()
-            };
-            model
-                .validate()
-                .and_then(|()| self.train.validate_for(&model))
-                .map_err(|e| e.context(format!("model of {scheme}")))?;
-        }
-        let e = &self.eval;
-        check_lengths(&e.lengths).map_err(|err| err.context("eval"))?;
-        ensure(
-            !e.modes.is_empty(),
-            "eval.modes",
-            "[]",
-            "nonoverlap, sliding or both",
-        )?;
-        ensure(
-            ["valid", "test"].contains(&e.split.as_str()),
-            "eval.split",
-            &e.split,
-            "valid or test",
-        )?;
-        let longest = e.lengths.iter().copied().max().unwrap_or(1);
-        for (name, budget) in [
-            ("eval.max_bytes", e.max_bytes),
-            ("eval.sliding_max_bytes", e.sliding_max_bytes),
-        ] {
-            if let Some(b) = budget {
-                ensure(
-                    b > longest,
-                    name,
-                    b,
-                    &format!("more than the longest length {longest} (one window of {} bytes), or null for all", longest + 1),
-                )?;
-            }
-        }
-        let ft = &self.finetune;
-        if !ft.kinds.is_empty() {
-            ensure(
-                ft.factor >= 1 && self.model.train_len.saturating_mul(ft.factor) <= MAX_LEN,
-                "finetune.factor",
-                ft.factor,
-                &format!(
-                    "at least 1, with train_len x factor at most {MAX_LEN} (train_len {})",
-                    self.model.train_len
-                ),
-            )?;
-            for &kind in &ft.kinds {
-                let model = self.finetune_model(kind);
-                model
-                    .validate()
-                    .and_then(|()| self.finetune_train().validate_for(&model))
-                    .map_err(|e| e.context(format!("fine-tune {kind}")))?;
-            }
-        }
-        ensure(
-            !self.seeds.is_empty()
-                && self
-                    .seeds
-                    .iter()
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .len()
-                    == self.seeds.len(),
-            "seeds",
-            format!("{:?}", self.seeds),
-            "one or more distinct seeds",
-        )?;
-        ensure(
-            self.dynamic_factor.is_finite() && self.dynamic_factor >= 1.0,
-            "dynamic_factor",
-            self.dynamic_factor,
-            "a finite number >= 1",
-        )?;
-        if self.schemes.is_empty() && ft.kinds.is_empty() {
-            return Err(invalid("schemes", "[]", "at least one scheme or fine-tune"));
-        }
-        Ok(())
     }
 }
 

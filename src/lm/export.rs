@@ -16,13 +16,14 @@ use std::path::PathBuf;
 use burn::tensor::Device;
 use serde::Serialize;
 
-use crate::data::read_split;
 use crate::dump::MAX_ROWS;
 use crate::encodings::t5::T5Buckets;
 use crate::error::{ensure, invalid, Result};
-use crate::model::checkpoint::CheckpointInfo;
-use crate::model::config::MAX_LEN;
-use crate::model::{int_tensor, to_vec, Lm, PositionContext, Scheme};
+use crate::lm::checkpoint::CheckpointInfo;
+use crate::lm::config::MAX_LEN;
+use crate::lm::data::read_split;
+use crate::lm::model::positions::{T5Params, TupeParams};
+use crate::lm::model::{int_tensor, to_vec, LayerPositions, Lm, PositionContext, Scheme};
 use crate::results::csv_bytes;
 
 /// One value of a learned T5 bias table.
@@ -71,8 +72,10 @@ pub fn t5_bias(model: &Lm, info: &CheckpointInfo, min: i64, max: i64) -> Result<
     let h = c.heads;
     let mut rows = Vec::new();
     for (layer, block) in model.blocks.iter().enumerate() {
-        let Some(table) = &block.attn.positions.t5_table else {
-            continue;
+        let table = match &block.attn.positions {
+            Some(LayerPositions::T5(T5Params { table }))
+            | Some(LayerPositions::Tupe(TupeParams { table, .. })) => table,
+            _ => continue,
         };
         // B, [num_buckets, H] row-major
         let table = to_vec(table.val());

@@ -1,6 +1,14 @@
-//! The model and training configurations, saved with every checkpoint. Both reject unknown keys
-//! when read, and [`ModelConfig::validate`] and [`TrainConfig::validate`] check every value,
-//! upper bounds included, before anything is built or trained.
+//! Every configuration of the language model, as serde types that need neither burn nor the
+//! `train` feature: the model ([`ModelConfig`]) and its training ([`TrainConfig`]), saved in
+//! every checkpoint's `config.json` ([`CheckpointInfo`]), and the sweep's ([`SweepConfig`]).
+//! All reject unknown keys when read, and their `validate` methods check every value, upper
+//! bounds included, before anything is built or trained.
+
+pub mod checkpoint;
+pub mod sweep;
+
+pub use checkpoint::{read_json, CheckpointInfo, WeightDtype};
+pub use sweep::{check_lengths, Mode, SweepConfig, SweepEval, SweepFinetune};
 
 use std::fmt;
 

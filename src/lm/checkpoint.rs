@@ -29,9 +29,11 @@ use safetensors::tensor::{Dtype, SafeTensors, View};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::config::{ModelConfig, TrainConfig};
-use super::Lm;
 use crate::error::{Error, Result};
+pub(crate) use crate::lm::config::checkpoint::{format_error, io_error};
+pub use crate::lm::config::{read_json, CheckpointInfo, WeightDtype};
+
+use crate::lm::model::Lm;
 
 /// The configuration file of a checkpoint.
 pub const CONFIG_FILE: &str = "config.json";
@@ -44,93 +46,13 @@ pub const OPTIMIZER_FILE: &str = "optimizer.bpk";
 /// Every file a checkpoint folder may hold.
 pub const FILES: [&str; 4] = [CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, OPTIMIZER_FILE];
 
-/// Storage precision of checkpoint weights.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum WeightDtype {
-    /// 32-bit floats.
-    #[default]
-    F32,
-    /// IEEE half precision (what the shipped checkpoints use).
-    F16,
-}
-
-/// `config.json` of a checkpoint. Unknown keys are an error when it is read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckpointInfo {
-    /// The model.
-    pub model: ModelConfig,
-    /// How it was trained.
-    pub train: TrainConfig,
-    /// Steps done.
-    pub step: usize,
-    /// Trainable parameters.
-    pub params: usize,
-    /// Precision of `model.safetensors`.
-    pub dtype: WeightDtype,
-    /// The checkpoint this one was fine-tuned from, if any.
-    pub init_from: Option<String>,
-    /// The digest of the weights of `init_from` when the fine-tune started ([`digest`]).
-    #[serde(default)]
-    pub init_digest: Option<String>,
-    /// The digest of the training text (`train.txt`) the steps were trained on.
-    #[serde(default)]
-    pub corpus_digest: Option<String>,
-    /// The digest of `model.safetensors` written with this file (checked when loading).
-    #[serde(default)]
-    pub weights_digest: Option<String>,
-    /// Mean training loss over the last 20 steps, nats per byte.
-    pub final_train_loss: Option<f64>,
-    /// Wall time of the training so far, seconds.
-    pub train_seconds: f64,
-    /// Training throughput of the last run, bytes per second (steps after the first).
-    #[serde(default)]
-    pub tokens_per_second: Option<f64>,
-}
-
-impl CheckpointInfo {
-    /// A checkpoint of `model` and `train` before its first step (digests unknown).
-    pub fn new(model: ModelConfig, train: TrainConfig, params: usize, dtype: WeightDtype) -> Self {
-        Self {
-            model,
-            train,
-            step: 0,
-            params,
-            dtype,
-            init_from: None,
-            init_digest: None,
-            corpus_digest: None,
-            weights_digest: None,
-            final_train_loss: None,
-            train_seconds: 0.0,
-            tokens_per_second: None,
-        }
-    }
-
-    /// Checks the configurations and that the steps done do not exceed the steps planned.
-    ///
-    /// # Errors
-    /// As [`ModelConfig::validate`] and [`TrainConfig::validate`]; `step > train.steps`.
-    pub fn validate(&self) -> Result<()> {
-        self.model.validate()?;
-        self.train.validate()?;
-        crate::error::ensure(
-            self.step <= self.train.steps,
-            "step",
-            self.step,
-            &format!("at most train.steps = {}", self.train.steps),
-        )
-    }
-}
-
 /// `state.json` of a checkpoint. Unknown keys are an error when it is read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainState {
     /// Training loss of every step, nats per byte.
     pub losses: Vec<f64>,
-    /// The validation loss measured during training ([`crate::model::config::TrainConfig::valid_every`]).
+    /// The validation loss measured during training ([`crate::lm::config::TrainConfig::valid_every`]).
     #[serde(default)]
     pub valid: Vec<ValidLoss>,
     /// Parameter ids by name (the optimizer state is keyed by them).
@@ -163,41 +85,9 @@ pub fn file_digest(path: &Path) -> Result<String> {
     Ok(digest(&bytes))
 }
 
-pub(crate) fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Io(format!("{}: {e}", path.display()))
-}
-
-pub(crate) fn format_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Format {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    }
-}
-
 /// Pretty JSON with a final newline.
 pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
-}
-
-/// Reads a JSON file into `T` (whose unknown keys are errors).
-///
-/// # Errors
-/// [`Error::Io`] for an unreadable file, [`Error::Format`] naming the key or the line for bad
-/// content.
-pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = fs::read_to_string(path).map_err(|e| io_error(path, e))?;
-    serde_json::from_str(&text).map_err(|e| {
-        // serde names unknown keys itself; for a value of the wrong type, show its line
-        let line = text
-            .lines()
-            .nth(e.line().saturating_sub(1))
-            .map(str::trim)
-            .filter(|l| e.line() > 0 && !l.is_empty());
-        match line {
-            Some(l) if e.is_data() => format_error(path, format!("{e}: `{l}`")),
-            _ => format_error(path, e),
-        }
-    })
 }
 
 /// Writes `bytes` to `path` through a synced temporary file in the same folder and a rename,
@@ -365,9 +255,55 @@ impl View for &Entry {
     }
 }
 
+/// A parameter's module path as its name in `model.safetensors`: the field and index names
+/// joined by dots, where a scheme's variant ([`super::model::LayerPositions`],
+/// [`super::model::AbsolutePositions`]) prefixes the field after it, or names the parameter
+/// it holds: `blocks.0.attn.positions.shaw_keys`, `positions.learned`. TUPE's bucket bias
+/// keeps the name of T5's, whose table it is (`tupe_table` is stored as `t5_table`).
+#[derive(Debug, Default, Clone)]
+pub struct ParamPath {
+    /// `(name, is an enum variant)` from the model down.
+    parts: Vec<(String, bool)>,
+}
+
+impl ParamPath {
+    /// Enters a module named `name` in a container of type `container` (burn's
+    /// `ModuleVisitor::enter_module` arguments).
+    pub fn enter(&mut self, name: &str, container: &str) {
+        self.parts
+            .push((name.to_string(), container.starts_with("Enum:")));
+    }
+
+    /// Leaves the last module entered.
+    pub fn exit(&mut self) {
+        self.parts.pop();
+    }
+
+    /// The name of a parameter at the current path.
+    pub fn name(&self) -> String {
+        let mut names: Vec<String> = Vec::new();
+        let mut variant: Option<String> = None;
+        for (name, is_variant) in &self.parts {
+            if *is_variant {
+                variant = Some(name.to_lowercase());
+            } else if let Some(v) = variant.take() {
+                names.push(format!("{v}_{name}"));
+            } else {
+                names.push(name.clone());
+            }
+        }
+        names.extend(variant);
+        let name = names.join(".");
+        match name.strip_suffix("tupe_table") {
+            Some(prefix) => format!("{prefix}t5_table"),
+            None => name,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Collector {
-    path: Vec<String>,
+    path: ParamPath,
     dtype: WeightDtype,
     entries: BTreeMap<String, Entry>,
     ids: BTreeMap<String, u64>,
@@ -376,17 +312,17 @@ struct Collector {
 }
 
 impl ModuleVisitor for Collector {
-    fn enter_module(&mut self, name: &str, _container: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _name: &str, _container: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let name = self.path.join(".");
+        let name = self.path.name();
         let tensor = param.val();
         let shape = tensor.dims().to_vec();
-        let values = super::to_vec(tensor);
+        let values = crate::lm::model::to_vec(tensor);
         let finite = match self.dtype {
             WeightDtype::F32 => values.iter().all(|v| v.is_finite()),
             WeightDtype::F16 => values
@@ -640,7 +576,7 @@ pub fn load_model(dir: &Path, device: &Device) -> Result<(Lm, CheckpointInfo)> {
 }
 
 struct Loader<'a> {
-    path: Vec<String>,
+    path: ParamPath,
     tensors: SafeTensors<'a>,
     ids: Option<&'a BTreeMap<String, u64>>,
     error: Option<Error>,
@@ -682,14 +618,14 @@ impl Loader<'_> {
 }
 
 impl ModuleMapper for Loader<'_> {
-    fn enter_module(&mut self, name: &str, _container: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _name: &str, _container: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let name = self.path.join(".");
+        let name = self.path.name();
         let shape = param.lazy_shape().to_vec();
         match self.values(&name, &shape) {
             Ok(values) => {
@@ -736,7 +672,7 @@ fn weights_from_bytes(
     let tensors = SafeTensors::deserialize(bytes).map_err(|e| format_error(path, e))?;
     let total = tensors.len();
     let mut loader = Loader {
-        path: Vec::new(),
+        path: ParamPath::default(),
         tensors,
         ids,
         error: None,
@@ -762,7 +698,7 @@ fn weights_from_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Scheme;
+    use crate::lm::config::{ModelConfig, Scheme, TrainConfig};
 
     fn tiny() -> ModelConfig {
         ModelConfig {
@@ -807,7 +743,7 @@ mod tests {
     }
 
     fn embedding(model: &Lm) -> Vec<f32> {
-        super::super::to_vec(model.embedding.val())
+        crate::lm::model::to_vec(model.embedding.val())
     }
 
     #[test]

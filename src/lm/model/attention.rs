@@ -11,25 +11,71 @@
 use burn::tensor::activation::softmax;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
-use super::context::PositionContext;
-use super::kernels::{
+use super::context::{PositionContext, PositionObjects};
+use crate::lm::kernels::{
     attention as fused_attention, attention_relative_values, relative_gather_with, rope_with,
     rotate_pairs_with, AttentionBias, Kernels,
 };
 
-/// A scheme's position terms for one layer, already combined with the layer's parameters.
-#[derive(Debug, Clone, Default)]
-pub struct PositionTerms {
-    /// Shaw $w^K$ and $w^V$, `[2k+1, d_h]` each.
-    pub shaw: Option<(Tensor<2>, Tensor<2>)>,
-    /// Transformer-XL $r_\delta$ for $\delta = L-1..0$ `[H, L, d_h]`, $u$ and $v$ `[H, d_h]`.
-    pub xl: Option<(Tensor<3>, Tensor<2>, Tensor<2>)>,
-    /// DeBERTa $K^r$ and $Q^r$, `[H, 2s, d_h]` each.
-    pub deberta: Option<(Tensor<3>, Tensor<3>)>,
-    /// TUPE $p U^Q$ and $p U^K$, `[H, L, d_h]` each.
-    pub tupe: Option<(Tensor<3>, Tensor<3>)>,
-    /// Content-free bias $b_{ij}$, `[H, L, L]`.
-    pub bias: Option<Tensor<3>>,
+/// A scheme's position terms for one layer, already combined with the layer's parameters
+/// ([`super::positions::position_terms`]). RoPE and xPos rotate $q, k$ with the context's
+/// tables instead ([`PositionObjects::Rope`], [`PositionObjects::Xpos`]).
+#[derive(Debug, Clone)]
+pub enum PositionTerms {
+    /// Nothing to add to the scores or the output.
+    None,
+    /// A content-free bias $b_{ij}$ (T5, ALiBi, Kerple, FIRE), `[H, L, L]`.
+    Bias(Tensor<3>),
+    /// Shaw's $t_{ij} = q_i \cdot w^K_{\text{idx}_{ij}}$ and values $a^V_{ij} = w^V_{\text{idx}_{ij}}$.
+    Shaw {
+        /// $w^K$, `[2k+1, d_h]`.
+        keys: Tensor<2>,
+        /// $w^V$, `[2k+1, d_h]`.
+        values: Tensor<2>,
+    },
+    /// Transformer-XL's $(q_i + u) \cdot k_j + (q_i + v) \cdot r_{i-j}$.
+    Xl {
+        /// $r_\delta$ for $\delta = L-1..0$, `[H, L, d_h]`.
+        r: Tensor<3>,
+        /// $u$, `[H, d_h]`.
+        u: Tensor<2>,
+        /// $v$, `[H, d_h]`.
+        v: Tensor<2>,
+    },
+    /// DeBERTa's c2p $q_i \cdot K^r_{\text{idx}_{ij}}$ + p2c $k_j \cdot Q^r_{\text{idx}_{ij}}$.
+    Deberta {
+        /// $K^r$, `[H, 2s, d_h]`.
+        pos_key: Tensor<3>,
+        /// $Q^r$, `[H, 2s, d_h]`.
+        pos_query: Tensor<3>,
+    },
+    /// TUPE's untied $(p_i U^Q) \cdot (p_j U^K)$ and its bucket bias.
+    Tupe {
+        /// $p U^Q$, `[H, L, d_h]`.
+        pos_query: Tensor<3>,
+        /// $p U^K$, `[H, L, d_h]`.
+        pos_key: Tensor<3>,
+        /// $b_{ij}$, `[H, L, L]`.
+        bias: Tensor<3>,
+    },
+}
+
+impl PositionTerms {
+    /// The content-free bias $b_{ij}$ added after scaling, `[H, L, L]`.
+    fn bias(&self) -> Option<&Tensor<3>> {
+        match self {
+            Self::Bias(b) | Self::Tupe { bias: b, .. } => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Transformer-XL's $u$, added to the queries of the content score.
+    fn content_bias(&self) -> Option<&Tensor<2>> {
+        match self {
+            Self::Xl { u, .. } => Some(u),
+            _ => None,
+        }
+    }
 }
 
 /// Scores, weights and output of [`attend`], all heads.
@@ -89,20 +135,18 @@ fn expand_index(index: &Tensor<2, Int>, b: usize, h: usize) -> Tensor<4, Int> {
 
 /// $q', k'$: RoPE or xPos rotations of queries and keys, `[B, H, L, d_h]`; others unchanged.
 fn rotate(q: Tensor<4>, k: Tensor<4>, ctx: &PositionContext) -> (Tensor<4>, Tensor<4>) {
-    match (&ctx.rope, &ctx.xpos) {
-        (Some((cos, sin)), _) => (rope_half(q, cos, sin), rope_half(k, cos, sin)),
-        (_, Some([qc, qs, kc, ks])) => {
-            (rotate_interleaved(q, qc, qs), rotate_interleaved(k, kc, ks))
-        }
+    match &ctx.objects {
+        PositionObjects::Rope { cos, sin } => (rope_half(q, cos, sin), rope_half(k, cos, sin)),
+        PositionObjects::Xpos {
+            q_cos,
+            q_sin,
+            k_cos,
+            k_sin,
+        } => (
+            rotate_interleaved(q, q_cos, q_sin),
+            rotate_interleaved(k, k_cos, k_sin),
+        ),
         _ => (q, k),
-    }
-}
-
-/// `sum + t`, or `t` when there is no sum yet.
-fn plus<const D: usize>(sum: Option<Tensor<D>>, t: Tensor<D>) -> Tensor<D> {
-    match sum {
-        Some(sum) => sum + t,
-        None => t,
     }
 }
 
@@ -115,48 +159,62 @@ fn relative_terms(
     ctx: &PositionContext,
 ) -> Option<Tensor<4>> {
     let [_, h, _, dh] = q.dims();
-    let mut total: Option<Tensor<4>> = None;
-    let mut add = |t: Tensor<4>| total = Some(plus(total.take(), t));
-    if let Some((r, _, v_bias)) = &terms.xl {
-        // (q_i + v) . r_delta for delta = L-1..0, then shifted, [B, H, L, L]
-        let raw = (q.clone() + v_bias.clone().reshape([1, h, 1, dh]))
-            .matmul(r.clone().swap_dims(1, 2).unsqueeze::<4>());
-        // the fused kernels gather raw[i, L-1-i+j] directly; the reference shifts
-        add(match &ctx.xl_index {
-            Some(index) if ctx.kernels == Kernels::Fused => {
+    match (terms, &ctx.objects) {
+        (PositionTerms::Xl { r, v, .. }, PositionObjects::Xl { index, .. }) => {
+            // (q_i + v) . r_delta for delta = L-1..0, then shifted, [B, H, L, L]
+            let raw = (q.clone() + v.clone().reshape([1, h, 1, dh]))
+                .matmul(r.clone().swap_dims(1, 2).unsqueeze::<4>());
+            // the fused kernels gather raw[i, L-1-i+j] directly; the reference shifts
+            Some(if ctx.kernels == Kernels::Fused {
                 relative_gather_with(raw, index, false, ctx.kernels)
-            }
-            _ => rel_shift(raw),
-        });
+            } else {
+                rel_shift(raw)
+            })
+        }
+        (PositionTerms::Deberta { pos_key, pos_query }, PositionObjects::Deberta { index }) => {
+            // c2p: q_i . K^r_{idx_ij}
+            let c2p = relative_gather_with(
+                q.clone()
+                    .matmul(pos_key.clone().swap_dims(1, 2).unsqueeze::<4>()),
+                index,
+                false,
+                ctx.kernels,
+            );
+            // p2c: k_j . Q^r_{idx_ij} (the transposed gather)
+            let p2c = relative_gather_with(
+                k.clone()
+                    .matmul(pos_query.clone().swap_dims(1, 2).unsqueeze::<4>()),
+                index,
+                true,
+                ctx.kernels,
+            );
+            Some(c2p + p2c)
+        }
+        _ => None,
     }
-    if let (Some((pos_key, pos_query)), Some(index)) = (&terms.deberta, &ctx.deberta_index) {
-        // c2p: q_i . K^r_{idx_ij}
-        let c2p = relative_gather_with(
-            q.clone()
-                .matmul(pos_key.clone().swap_dims(1, 2).unsqueeze::<4>()),
-            index,
-            false,
-            ctx.kernels,
-        );
-        // p2c: k_j . Q^r_{idx_ij} (the transposed gather)
-        let p2c = relative_gather_with(
-            k.clone()
-                .matmul(pos_query.clone().swap_dims(1, 2).unsqueeze::<4>()),
-            index,
-            true,
-            ctx.kernels,
-        );
-        add(c2p + p2c);
+}
+
+/// Shaw's $w^K$, $w^V$ and the context's index, when the scheme is Shaw's.
+fn shaw<'a>(
+    terms: &'a PositionTerms,
+    ctx: &'a PositionContext,
+) -> Option<(&'a Tensor<2>, &'a Tensor<2>, &'a Tensor<2, Int>)> {
+    match (terms, &ctx.objects) {
+        (PositionTerms::Shaw { keys, values }, PositionObjects::Shaw { index }) => {
+            Some((keys, values, index))
+        }
+        _ => None,
     }
-    total
 }
 
 /// TUPE's untied absolute term $(p_i U^Q) \cdot (p_j U^K)$, `[H, L, L]`.
 fn tupe_term(terms: &PositionTerms) -> Option<Tensor<3>> {
-    terms
-        .tupe
-        .as_ref()
-        .map(|(pq, pk)| pq.clone().matmul(pk.clone().swap_dims(1, 2)))
+    match terms {
+        PositionTerms::Tupe {
+            pos_query, pos_key, ..
+        } => Some(pos_query.clone().matmul(pos_key.clone().swap_dims(1, 2))),
+        _ => None,
+    }
 }
 
 /// [`attend`]'s output through the fused attention operations
@@ -174,32 +232,38 @@ pub fn attend_fused(
     scale: f32,
 ) -> Tensor<4> {
     let [_, h, _, dh] = q.dims();
-    let (q, k) = match (&ctx.rope, &ctx.xpos) {
+    let (q, k) = match &ctx.objects {
         // one fused pass each, laid out as the fused attention reads them
-        (Some((cos, sin)), _) => (
+        PositionObjects::Rope { cos, sin } => (
             rope_with(q, cos, sin, ctx.kernels),
             rope_with(k, cos, sin, ctx.kernels),
         ),
         // xPos: queries and keys rotated and permuted alike (q' . k' unchanged)
-        (_, Some([qc, qs, kc, ks])) => (
-            rotate_pairs_with(q, qc, qs, ctx.kernels),
-            rotate_pairs_with(k, kc, ks, ctx.kernels),
+        PositionObjects::Xpos {
+            q_cos,
+            q_sin,
+            k_cos,
+            k_sin,
+        } => (
+            rotate_pairs_with(q, q_cos, q_sin, ctx.kernels),
+            rotate_pairs_with(k, k_cos, k_sin, ctx.kernels),
         ),
-        _ => rotate(q, k, ctx),
+        _ => (q, k),
     };
-    let mut relative = relative_terms(&q, &k, terms, ctx);
-    if let (Some((keys, _)), Some(index)) = (&terms.shaw, &ctx.shaw_index) {
-        // Shaw's q_i . w^K_{idx_ij}: (q w^K^T)_{i, idx_ij}
-        let qw = q.clone().matmul(keys.clone().transpose().unsqueeze::<4>());
-        let t = relative_gather_with(qw, index, false, ctx.kernels);
-        relative = Some(plus(relative, t));
-    }
-    // content-free part of the bias, [H, L, L]
-    let mut heads = terms.bias.clone();
-    if let Some(t) = tupe_term(terms) {
-        let t = t.mul_scalar(scale);
-        heads = Some(plus(heads, t));
-    }
+    // t_ij, [B, H, L, L]
+    let relative = match shaw(terms, ctx) {
+        Some((keys, _, index)) => {
+            // Shaw's q_i . w^K_{idx_ij}: (q w^K^T)_{i, idx_ij}
+            let qw = q.clone().matmul(keys.clone().transpose().unsqueeze::<4>());
+            Some(relative_gather_with(qw, index, false, ctx.kernels))
+        }
+        None => relative_terms(&q, &k, terms, ctx),
+    };
+    // content-free part of the bias, [H, L, L]: b_ij (+ c (p_i U^Q) . (p_j U^K) for TUPE)
+    let heads = match (terms.bias(), tupe_term(terms)) {
+        (Some(b), Some(t)) => Some(b.clone() + t.mul_scalar(scale)),
+        (b, _) => b.cloned(),
+    };
     let bias = match (relative, heads) {
         (Some(t), Some(b)) => AttentionBias::Batch(t.mul_scalar(scale) + b.unsqueeze::<4>()),
         (Some(t), None) => AttentionBias::Batch(t.mul_scalar(scale)),
@@ -207,15 +271,15 @@ pub fn attend_fused(
         (None, None) => AttentionBias::None,
     };
     // (q_i + u) . k_j for Transformer-XL
-    let q = match &terms.xl {
-        Some((_, u, _)) => q + u.clone().reshape([1, h, 1, dh]),
+    let q = match terms.content_bias() {
+        Some(u) => q + u.clone().reshape([1, h, 1, dh]),
         None => q,
     };
-    match (&terms.shaw, &ctx.shaw_index, bias) {
-        (Some((_, values)), Some(index), AttentionBias::Batch(b)) => {
+    match (shaw(terms, ctx), bias) {
+        (Some((_, values, index)), AttentionBias::Batch(b)) => {
             attention_relative_values(q, k, v, b, values.clone(), index, scale, ctx.kernels)
         }
-        (_, _, bias) => fused_attention(q, k, v, bias, scale),
+        (_, bias) => fused_attention(q, k, v, bias, scale),
     }
 }
 
@@ -234,12 +298,12 @@ pub fn attend(
     let (q, k) = rotate(q, k, ctx);
     let kt = k.clone().swap_dims(2, 3);
     // q'_i . k'_j (XL: (q_i + u) . k_j), [B, H, L, L]
-    let mut scores = match &terms.xl {
-        Some((_, u, _)) => (q.clone() + u.clone().reshape([1, h, 1, dh])).matmul(kt),
+    let mut scores = match terms.content_bias() {
+        Some(u) => (q.clone() + u.clone().reshape([1, h, 1, dh])).matmul(kt),
         None => q.clone().matmul(kt),
     };
     // + t_ij
-    if let (Some((keys, _)), Some(index)) = (&terms.shaw, &ctx.shaw_index) {
+    if let Some((keys, _, index)) = shaw(terms, ctx) {
         // (q w^K^T)_{i, idx_ij}, [B, H, L, 2k+1] -> [B, H, L, L]
         let qw = q.clone().matmul(keys.clone().transpose().unsqueeze::<4>());
         scores = scores + qw.gather(3, expand_index(index, b, h));
@@ -252,7 +316,7 @@ pub fn attend(
     }
     // c (...) + b_ij
     scores = scores.mul_scalar(scale);
-    if let Some(bias) = &terms.bias {
+    if let Some(bias) = terms.bias() {
         scores = scores + bias.clone().unsqueeze::<4>();
     }
     let mask = ctx
@@ -263,7 +327,7 @@ pub fn attend(
     let scores = scores.mask_fill(mask, f32::NEG_INFINITY);
     let probs = softmax(scores.clone(), 3);
     let mut output = probs.clone().matmul(v);
-    if let (Some((_, values)), Some(index)) = (&terms.shaw, &ctx.shaw_index) {
+    if let Some((_, values, index)) = shaw(terms, ctx) {
         // sum_r (sum_{j: idx_ij = r} alpha_ij) w^V_r
         let rows = values.dims()[0];
         let per_offset = Tensor::<4>::zeros([b, h, l, rows], &probs.device()).scatter(
