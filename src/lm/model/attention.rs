@@ -218,10 +218,10 @@ fn tupe_term(terms: &PositionTerms) -> Option<Tensor<3>> {
 }
 
 /// [`attend`]'s output through the fused attention operations
-/// ([`super::kernels::attention`], [`super::kernels::attention_relative_values`]): rotations
-/// applied to $q, k$ first, Transformer-XL's $u$ added to the queries, every other score term
-/// folded into one additive bias $c\, t_{ij} + b_{ij}$ (`[H, L, L]` when it does not depend on
-/// the content, `[B, H, L, L]` otherwise), whose gradient flows back to the scheme's
+/// ([`crate::lm::kernels::attention`], [`crate::lm::kernels::attention_relative_values`]):
+/// rotations applied to $q, k$ first, Transformer-XL's $u$ added to the queries, every other
+/// score term folded into one additive bias $c\, t_{ij} + b_{ij}$ (`[H, L, L]` when it does not
+/// depend on the content, `[B, H, L, L]` otherwise), whose gradient flows back to the scheme's
 /// parameters, and Shaw's relative values added inside the attention.
 pub fn attend_fused(
     q: Tensor<4>,
