@@ -38,6 +38,7 @@ pub mod model;
 #[cfg(feature = "notebook")]
 pub mod notebook;
 pub mod results;
+pub mod summary;
 #[cfg(feature = "train")]
 pub mod train;
 

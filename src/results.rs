@@ -1,6 +1,6 @@
 //! One row of the perplexity-versus-length results (`data/results/ppl_vs_length.csv`): written
 //! by `posenc eval` and `posenc sweep` (feature `train`), read by the notebooks (feature
-//! `notebook`); and the CSV writer and reader of both, in every build.
+//! `notebook`) and by [`crate::summary`]; and the CSV writer and reader of both, in every build.
 
 use serde::{Deserialize, Serialize};
 
