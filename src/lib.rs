@@ -29,6 +29,7 @@ pub mod lm;
 #[cfg(feature = "notebook")]
 pub mod notebook;
 pub mod results;
+pub mod summary;
 
 pub use error::{Error, Result};
 

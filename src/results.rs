@@ -1,6 +1,6 @@
 //! One row of the perplexity-versus-length results (`data/results/ppl_vs_length.csv`): written
 //! by `posenc eval` and `posenc sweep` (feature `train`), read by the notebooks (feature
-//! `notebook`).
+//! `notebook`) and by [`crate::summary`]; and the CSV writer and reader of both, in every build.
 
 use serde::{Deserialize, Serialize};
 
@@ -78,7 +78,6 @@ impl ResultRow {
 ///
 /// # Errors
 /// [`crate::Error::Format`] when a row cannot be written as CSV.
-#[cfg(feature = "train")]
 pub fn csv_bytes<T: Serialize>(rows: &[T]) -> crate::Result<Vec<u8>> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     for row in rows {
@@ -98,7 +97,6 @@ pub fn csv_bytes<T: Serialize>(rows: &[T]) -> crate::Result<Vec<u8>> {
 ///
 /// # Errors
 /// An unreadable file, or a row that does not fit the record ([`crate::Error::Format`]).
-#[cfg(feature = "train")]
 pub fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> crate::Result<Vec<T>> {
     let format = |e: csv::Error| crate::Error::Format {
         path: path.display().to_string(),
@@ -111,7 +109,7 @@ pub fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> crate
         .map_err(format)
 }
 
-#[cfg(all(test, feature = "train"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

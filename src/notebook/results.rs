@@ -1,6 +1,7 @@
 //! The results of `posenc sweep` (`data/results/ppl_vs_length.csv` and the per-position
 //! losses beside it), read with polars and shaped into the table and the curves of the
-//! perplexity-versus-length notebook.
+//! perplexity-versus-length notebook; with several training seeds, their spread
+//! ([`seed_table`]) and the band of the validation curves ([`curves_by_seed`]).
 //!
 //! Perplexity per byte is $e^{\text{nats}}$ and bits per byte are $\text{nats} / \ln 2$; the
 //! extrapolation ratio of a model is $\text{ppl}(16L) / \text{ppl}(L)$ for its training
@@ -192,6 +193,48 @@ pub fn perplexity_curves(
     Ok((lengths.iter().map(|&l| l as f64).collect(), series))
 }
 
+/// The models of `mode` in the order of the results table, with the ratio of perplexity at
+/// the longest length to that at the base training length, ascending (best extrapolator
+/// first); and the lengths and the base training length of [`lengths`].
+type SortedModels<'a> = (
+    Vec<usize>,
+    usize,
+    Vec<(String, BTreeMap<usize, &'a ResultRow>, f64)>,
+);
+
+/// [`SortedModels`] of `mode`.
+///
+/// # Errors
+/// As [`lengths`]; [`Error::Io`] if a model lacks the training length or the longest one.
+fn sorted_models<'a>(rows: &'a [ResultRow], mode: &str) -> Result<SortedModels<'a>> {
+    let (lengths, train_len) = lengths(rows, mode)?;
+    let longest = *lengths.last().unwrap_or(&train_len);
+    let mut models = by_model(rows, mode)
+        .into_iter()
+        .map(|(label, m)| match (m.get(&train_len), m.get(&longest)) {
+            (Some(a), Some(b)) => {
+                let ratio = b.perplexity / a.perplexity;
+                Ok((label, m, ratio))
+            }
+            _ => Err(Error::Io(format!(
+                "a model lacks length {train_len} or {longest}"
+            ))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    models.sort_by(|a, b| a.2.total_cmp(&b.2));
+    Ok((lengths, train_len, models))
+}
+
+/// `l` as a multiple of the training length: `1x`, `16x`, `1.5x`.
+fn multiple(l: usize, train_len: usize) -> String {
+    let m = l as f64 / train_len as f64;
+    if m.fract() == 0.0 {
+        format!("{m:.0}x")
+    } else {
+        format!("{m}x")
+    }
+}
+
 /// The results table of one mode: a row per model (scheme and variant); perplexity per byte
 /// and bits per byte at every evaluated length, headed `ppl 128 (1x)`, `bpb 128 (1x)`, ...
 /// (multiples of the base training length); and `ppl 16x / 1x`, the ratio of the longest to
@@ -200,41 +243,15 @@ pub fn perplexity_curves(
 /// # Errors
 /// As [`lengths`]; [`Error::Io`] if a model lacks the training length or the longest one.
 pub fn perplexity_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
-    let (lengths, train_len) = lengths(rows, mode)?;
+    let (lengths, train_len, models) = sorted_models(rows, mode)?;
     let longest = *lengths.last().unwrap_or(&train_len);
-    let mut models = by_model(rows, mode);
-    let ratio = |m: &BTreeMap<usize, &ResultRow>| -> Result<f64> {
-        match (m.get(&train_len), m.get(&longest)) {
-            (Some(a), Some(b)) => Ok(b.perplexity / a.perplexity),
-            _ => Err(Error::Io(format!(
-                "a model lacks length {train_len} or {longest}"
-            ))),
-        }
-    };
-    for (_, m) in &models {
-        ratio(m)?;
-    }
-    models.sort_by(|a, b| {
-        let (ra, rb) = (
-            ratio(&a.1).unwrap_or(f64::NAN),
-            ratio(&b.1).unwrap_or(f64::NAN),
-        );
-        ra.total_cmp(&rb)
-    });
-    let multiple = |l: usize| {
-        let m = l as f64 / train_len as f64;
-        if m.fract() == 0.0 {
-            format!("{m:.0}x")
-        } else {
-            format!("{m}x")
-        }
-    };
+    let multiple = |l: usize| multiple(l, train_len);
     let mut columns: Vec<Column> = vec![
         Series::new(
             "scheme".into(),
             models
                 .iter()
-                .map(|(_, m)| m.values().next().map_or("", |r| r.scheme.as_str()))
+                .map(|(_, m, _)| m.values().next().map_or("", |r| r.scheme.as_str()))
                 .collect::<Vec<_>>(),
         )
         .into(),
@@ -242,7 +259,7 @@ pub fn perplexity_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
             "variant".into(),
             models
                 .iter()
-                .map(|(_, m)| m.values().next().map_or("", |r| r.variant.as_str()))
+                .map(|(_, m, _)| m.values().next().map_or("", |r| r.variant.as_str()))
                 .collect::<Vec<_>>(),
         )
         .into(),
@@ -257,19 +274,130 @@ pub fn perplexity_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
         for &l in &lengths {
             let values: Vec<Option<f64>> = models
                 .iter()
-                .map(|(_, m)| m.get(&l).map(|r| value(r)))
+                .map(|(_, m, _)| m.get(&l).map(|r| value(r)))
                 .collect();
             let name = format!("{unit} {l} ({})", multiple(l));
             columns.push(Series::new(name.as_str().into(), values).into());
         }
     }
-    let ratios: Vec<f64> = models
-        .iter()
-        .map(|(_, m)| ratio(m))
-        .collect::<Result<_>>()?;
+    let ratios: Vec<f64> = models.iter().map(|m| m.2).collect();
     let name = format!("ppl {} / {}", multiple(longest), multiple(train_len));
     columns.push(Series::new(name.as_str().into(), ratios).into());
     DataFrame::new_infer_height(columns).map_err(|e| Error::Io(e.to_string()))
+}
+
+/// The loss of each model at every length of `mode` over its training seeds: a `model`
+/// column (its label, [`ResultRow::label`]), one column per length headed `nats 128 (1x)`,
+/// ... holding `mean ± sd` of nats per byte at 3 decimals (the mean over seeds and the sample
+/// standard deviation, $n - 1$ denominator, 0 with one seed: see
+/// [`crate::summary::seed_summaries`]), and `seeds`, the model's seeds (`0, 1, 2`). A length
+/// evaluated for fewer seeds than the model has says which, `1.234 ± 0.005 (seeds 0, 1)`; a
+/// length a model lacks is empty. Rows in the order of [`perplexity_table`].
+///
+/// The standard deviation is the spread of the seeds; whether two models differ is a question
+/// for [`crate::summary::paired_difference`], on paired windows.
+///
+/// # Errors
+/// As [`perplexity_table`] and [`crate::summary::seed_summaries`].
+pub fn seed_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
+    let (lengths, train_len, models) = sorted_models(rows, mode)?;
+    let in_mode: Vec<ResultRow> = rows.iter().filter(|r| r.mode == mode).cloned().collect();
+    let summaries = crate::summary::seed_summaries(&in_mode)?;
+    let join = |seeds: &[u64]| {
+        seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut cells: Vec<Vec<Option<String>>> = vec![Vec::new(); lengths.len()];
+    let mut seeds_column = Vec::new();
+    for (label, _, _) in &models {
+        let of_model: Vec<_> = summaries.iter().filter(|s| s.label() == *label).collect();
+        let mut seeds: Vec<u64> = of_model.iter().flat_map(|s| s.seeds.clone()).collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        for (column, l) in cells.iter_mut().zip(&lengths) {
+            column.push(of_model.iter().find(|s| s.eval_len == *l).map(|s| {
+                let cell = format!("{:.3} ± {:.3}", s.mean, s.sd);
+                if s.seeds == seeds {
+                    cell
+                } else {
+                    format!("{cell} (seeds {})", join(&s.seeds))
+                }
+            }));
+        }
+        seeds_column.push(join(&seeds));
+    }
+    let mut columns: Vec<Column> = vec![Series::new(
+        "model".into(),
+        models.iter().map(|m| m.0.as_str()).collect::<Vec<_>>(),
+    )
+    .into()];
+    for (values, &l) in cells.into_iter().zip(&lengths) {
+        let name = format!("nats {l} ({})", multiple(l, train_len));
+        columns.push(Series::new(name.as_str().into(), values).into());
+    }
+    columns.push(Series::new("seeds".into(), seeds_column).into());
+    DataFrame::new_infer_height(columns).map_err(|e| Error::Io(e.to_string()))
+}
+
+/// The validation curves of `posenc sweep` (`curves.csv`:
+/// `scheme,variant,seed,step,bytes,train_loss,valid_loss`) over seeds, for plotting a band
+/// per model: one row per model and step, models in order of first appearance and steps
+/// ascending, with columns `model` (its label, as [`ResultRow::label`]), `step`, `seeds` (how
+/// many seeds reached the step), and `mean`, `min` and `max` of `valid_loss` over those seeds
+/// (nats per byte). `lines_df(&df, "step", "mean", Some("model"))` draws the means.
+///
+/// # Errors
+/// [`Error::Io`] for a missing file or column.
+pub fn curves_by_seed(path: &Path) -> Result<DataFrame> {
+    let df = read_csv(path)?;
+    let text = |name| column_str(&df, name).map_err(|e| io(path, e));
+    let number = |name| column_f64(&df, name).map_err(|e| io(path, e));
+    let (scheme, variant) = (text("scheme")?, text("variant")?);
+    let (step, valid) = (number("step")?, number("valid_loss")?);
+    let mut models: Vec<(String, BTreeMap<u64, Vec<f64>>)> = Vec::new();
+    for i in 0..df.height() {
+        let label = if variant[i] == "base" {
+            scheme[i].clone()
+        } else {
+            format!("{}/{}", scheme[i], variant[i])
+        };
+        let at = match models.iter().position(|(l, _)| *l == label) {
+            Some(at) => at,
+            None => {
+                models.push((label, BTreeMap::new()));
+                models.len() - 1
+            }
+        };
+        models[at]
+            .1
+            .entry(step[i] as u64)
+            .or_default()
+            .push(valid[i]);
+    }
+    let (mut model, mut steps, mut seeds) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut mean, mut min, mut max) = (Vec::new(), Vec::new(), Vec::new());
+    for (label, by_step) in &models {
+        for (&s, losses) in by_step {
+            model.push(label.as_str());
+            steps.push(s);
+            seeds.push(losses.len() as u32);
+            mean.push(losses.iter().sum::<f64>() / losses.len() as f64);
+            min.push(losses.iter().copied().fold(f64::INFINITY, f64::min));
+            max.push(losses.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        }
+    }
+    DataFrame::new_infer_height(vec![
+        Series::new("model".into(), model).into(),
+        Series::new("step".into(), steps).into(),
+        Series::new("seeds".into(), seeds).into(),
+        Series::new("mean".into(), mean).into(),
+        Series::new("min".into(), min).into(),
+        Series::new("max".into(), max).into(),
+    ])
+    .map_err(|e| Error::Io(e.to_string()))
 }
 
 /// The `posenc` binary with training (`make build`): `$POSENC_BIN` if set, else
@@ -407,6 +535,94 @@ mod tests {
         assert!((ratio[2] - (3.0f64 - 1.5).exp()).abs() < 1e-12);
         let bpb = column_f64(&df, "bpb 128 (1x)").unwrap();
         assert!((bpb[1] - 1.4 / std::f64::consts::LN_2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn seed_table_shows_mean_and_sd_over_seeds() {
+        // seed 1 is seed 0 plus 0.1 everywhere (the ratios and so the order unchanged), but
+        // alibi lacks 256 for seed 1:
+        // rope 128: 1.5, 1.6 -> 1.550 ± sqrt(0.005) = 0.071; alibi 256: 1.4 alone -> 0.000
+        let mut rows = sample();
+        rows.extend(sample().into_iter().filter_map(|mut r| {
+            r.seed = 1;
+            r.nats_per_byte += 0.1;
+            r.perplexity = r.nats_per_byte.exp();
+            (r.scheme != "alibi" || r.eval_len != 256).then_some(r)
+        }));
+        let df = seed_table(&rows, "nonoverlap").unwrap();
+        let names: Vec<String> = df
+            .get_column_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "model",
+                "nats 128 (1x)",
+                "nats 256 (2x)",
+                "nats 2048 (16x)",
+                "seeds"
+            ]
+        );
+        // the order of perplexity_table
+        assert_eq!(
+            column_str(&df, "model").unwrap(),
+            ["rope/ft-yarn", "alibi", "rope"]
+        );
+        let at_128 = column_str(&df, "nats 128 (1x)").unwrap();
+        assert_eq!(at_128[2], "1.550 ± 0.071");
+        let at_256 = column_str(&df, "nats 256 (2x)").unwrap();
+        assert_eq!(at_256[1], "1.400 ± 0.000 (seeds 0)");
+        assert_eq!(at_256[0], "1.550 ± 0.071");
+        assert_eq!(column_str(&df, "seeds").unwrap(), ["0, 1", "0, 1", "0, 1"]);
+        // a seed twice is an error
+        let mut twice = sample();
+        twice.push(sample()[0].clone());
+        assert!(seed_table(&twice, "nonoverlap").is_err());
+        assert!(seed_table(&rows, "sliding").is_err());
+    }
+
+    #[test]
+    fn curves_by_seed_give_mean_and_range() {
+        let dir = std::env::temp_dir().join(format!("posenc-curves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("curves.csv");
+        // rope: seeds 0 and 1 at steps 100 and 200, seed 2 only at 100; alibi one seed
+        std::fs::write(
+            &path,
+            "scheme,variant,seed,step,bytes,train_loss,valid_loss\n\
+             rope,base,0,100,10,3.0,2.0\n\
+             rope,base,0,200,20,2.0,1.5\n\
+             alibi,base,0,100,10,3.0,2.5\n\
+             rope,base,1,100,10,3.0,2.4\n\
+             rope,base,1,200,20,2.0,1.7\n\
+             rope,base,2,100,10,3.0,2.3\n\
+             rope,ntk,0,100,10,3.0,2.6\n",
+        )
+        .unwrap();
+        let df = curves_by_seed(&path).unwrap();
+        assert_eq!(
+            column_str(&df, "model").unwrap(),
+            ["rope", "rope", "alibi", "rope/ntk"]
+        );
+        assert_eq!(
+            column_f64(&df, "step").unwrap(),
+            [100.0, 200.0, 100.0, 100.0]
+        );
+        assert_eq!(column_f64(&df, "seeds").unwrap(), [3.0, 2.0, 1.0, 1.0]);
+        let mean = column_f64(&df, "mean").unwrap();
+        // (2.0 + 2.4 + 2.3) / 3 and (1.5 + 1.7) / 2
+        assert!((mean[0] - 6.7 / 3.0).abs() < 1e-12);
+        assert!((mean[1] - 1.6).abs() < 1e-12);
+        assert_eq!(column_f64(&df, "min").unwrap(), [2.0, 1.5, 2.5, 2.6]);
+        assert_eq!(column_f64(&df, "max").unwrap(), [2.4, 1.7, 2.5, 2.6]);
+        let e = curves_by_seed(&dir.join("missing.csv")).unwrap_err();
+        assert!(e.to_string().contains("missing.csv"), "{e}");
+        std::fs::write(&path, "scheme,variant,seed,step\nrope,base,0,100\n").unwrap();
+        let e = curves_by_seed(&path).unwrap_err();
+        assert!(e.to_string().contains("valid_loss"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
