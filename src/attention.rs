@@ -27,6 +27,7 @@
 
 use ndarray::{Array2, ArrayView2, Axis};
 
+use crate::encodings::ensure_queries_fit;
 pub use crate::encodings::{query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
 
@@ -74,12 +75,7 @@ pub fn attention(
     )?;
     ensure_shape("attention: k width", &[d], &[dk])?;
     ensure_shape("attention: v length", &[lk], &[v.nrows()])?;
-    ensure(
-        lq <= lk,
-        "Lq",
-        lq,
-        "at most Lk (queries are the last Lq positions)",
-    )?;
+    ensure_queries_fit(lq, lk)?;
     let (q, k) = scheme.transform_qk(q, k)?;
     // c (q'_i . k'_j + t_ij), [Lq, Lk]
     let mut scores = q.dot(&k.t());

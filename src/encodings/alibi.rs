@@ -25,7 +25,7 @@
 use ndarray::{Array2, Array3};
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, Result};
 
 /// Most heads [`alibi_slopes`] computes slopes for (a bound that keeps a typo from running for
@@ -78,12 +78,7 @@ pub fn alibi_slopes(heads: usize) -> Result<Vec<f32>> {
 /// When `heads == 0` or `lq > lk`.
 pub fn alibi_bias(heads: usize, lq: usize, lk: usize) -> Result<Array3<f32>> {
     let alibi = Alibi::new(heads)?;
-    ensure(
-        lq <= lk,
-        "Lq",
-        lq,
-        "at most Lk (queries are the last Lq positions)",
-    )?;
+    ensure_queries_fit(lq, lk)?;
     Ok(Array3::from_shape_fn((heads, lq, lk), |(h, i, j)| {
         alibi.bias_at(h, query_position(i, lq, lk), j)
     }))
@@ -136,12 +131,7 @@ impl Alibi {
     pub fn bias(&self, head: usize, lq: usize, lk: usize) -> Result<Array2<f32>> {
         let heads = self.slopes.len();
         ensure(head < heads, "head", head, &format!("0..{heads}"))?;
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )?;
+        ensure_queries_fit(lq, lk)?;
         Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
             self.bias_at(head, query_position(i, lq, lk), j)
         }))

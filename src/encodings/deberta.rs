@@ -39,7 +39,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// Log-bucket hyper-parameters of DeBERTa-v2, validated.
@@ -116,12 +116,7 @@ fn relative_index(
     lq: usize,
     lk: usize,
 ) -> Result<Array2<usize>> {
-    ensure(
-        lq <= lk,
-        "Lq",
-        lq,
-        &format!("at most Lk = {lk} (queries are the last Lq positions)"),
-    )?;
+    ensure_queries_fit(lq, lk)?;
     let s = span as i64;
     Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
         // delta = query - key

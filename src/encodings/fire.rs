@@ -28,7 +28,7 @@ use ndarray_rand::rand_distr::Uniform;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// The paper's initial $c$ in $\psi(x) = \ln(cx + 1)$, 0.1.
@@ -190,12 +190,7 @@ impl Fire {
     /// When `lq > lk` or the configuration is invalid.
     pub fn features(&self, lq: usize, lk: usize) -> Result<Array2<f32>> {
         self.validate()?;
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )?;
+        ensure_queries_fit(lq, lk)?;
         Ok(Array2::from_shape_fn((lq, lk), |(r, j)| {
             let i = query_position(r, lq, lk);
             if j > i {

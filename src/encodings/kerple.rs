@@ -18,7 +18,7 @@
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, invalid, Result};
 
 /// Which kernel Kerple derives its bias from.
@@ -121,12 +121,7 @@ impl Kerple {
     /// When `head` is out of range, `lq > lk`, or the parameters are invalid.
     pub fn bias(&self, head: usize, lq: usize, lk: usize) -> Result<Array2<f32>> {
         self.bias_at(head, 0)?;
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )?;
+        ensure_queries_fit(lq, lk)?;
         let (r1, r2) = (self.r1[head] as f64, self.r2[head] as f64);
         // penalty per distance |i - j| in 0..lk, computed once
         let by_distance: Vec<f32> = (0..lk)

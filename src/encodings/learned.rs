@@ -24,7 +24,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Error, Result};
 
 /// BERT's initialisation standard deviation, 0.02.
@@ -143,12 +143,7 @@ impl PositionScheme for LearnedAbsolute {
         ensure_shape("learned absolute: q width", &[self.dim()], &[q.ncols()])?;
         ensure_shape("learned absolute: k width", &[self.dim()], &[k.ncols()])?;
         let (lq, lk) = (q.nrows(), k.nrows());
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )?;
+        ensure_queries_fit(lq, lk)?;
         let key_positions: Vec<usize> = (0..lk).collect();
         let query_positions: Vec<usize> = (0..lq).map(|i| query_position(i, lq, lk)).collect();
         let q = &q + &self.lookup(&query_positions)?;

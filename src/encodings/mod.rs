@@ -34,4 +34,5 @@ pub mod tupe;
 pub mod xl;
 pub mod xpos;
 
+pub(crate) use scheme::ensure_queries_fit;
 pub use scheme::{query_position, PositionScheme};

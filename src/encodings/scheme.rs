@@ -7,11 +7,25 @@
 
 use ndarray::{Array2, ArrayView2};
 
-use crate::error::Result;
+use crate::error::{ensure, Result};
 
 /// Position of query row `i` when `lq` queries attend to `lk` keys (queries aligned to the end).
 pub fn query_position(i: usize, lq: usize, lk: usize) -> usize {
     lk - lq + i
+}
+
+/// Checks that `lq` queries fit the `lk` keys they attend to: the queries are the last `lq`
+/// of the `lk` positions ([`query_position`]), so $L_q \le L_k$.
+///
+/// # Errors
+/// [`crate::Error::InvalidParameter`] naming `Lq` when `lq > lk`.
+pub(crate) fn ensure_queries_fit(lq: usize, lk: usize) -> Result<()> {
+    ensure(
+        lq <= lk,
+        "Lq",
+        lq,
+        &format!("at most Lk = {lk} (queries are the last Lq positions)"),
+    )
 }
 
 /// What a position scheme changes in attention. Every method has a "no change" default, so a

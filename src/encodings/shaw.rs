@@ -27,7 +27,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// $\text{idx}_{ij} = \operatorname{clip}(j - i, -k, k) + k$, `[Lq, Lk]`, queries at the last
@@ -44,12 +44,7 @@ use crate::error::{ensure, ensure_shape, invalid, Result};
 /// # Ok::<(), posenc::Error>(())
 /// ```
 pub fn relative_index_matrix(lq: usize, lk: usize, max_relative: usize) -> Result<Array2<usize>> {
-    ensure(
-        lq <= lk,
-        "Lq",
-        lq,
-        "at most Lk (queries are the last Lq positions)",
-    )?;
+    ensure_queries_fit(lq, lk)?;
     let k = max_relative as i64;
     Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
         // clip(j - i, -k, k) + k

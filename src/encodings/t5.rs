@@ -29,7 +29,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// Bucket hyper-parameters of T5, validated.
@@ -129,12 +129,7 @@ impl T5Buckets {
     /// # Ok::<(), posenc::Error>(())
     /// ```
     pub fn matrix(&self, lq: usize, lk: usize) -> Result<Array2<usize>> {
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            &format!("at most Lk = {lk} (queries are the last Lq positions)"),
-        )?;
+        ensure_queries_fit(lq, lk)?;
         Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
             // r = key - query
             self.bucket(j as i64 - query_position(i, lq, lk) as i64)
@@ -252,12 +247,7 @@ impl T5Bias {
             head,
             &format!("0..{} (the table has {} heads)", self.heads(), self.heads()),
         )?;
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )
+        ensure_queries_fit(lq, lk)
     }
 }
 

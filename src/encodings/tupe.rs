@@ -26,7 +26,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use super::PositionScheme;
+use super::{ensure_queries_fit, PositionScheme};
 use crate::encodings::t5::T5Bias;
 use crate::error::{ensure, ensure_shape, invalid, Error, Result};
 
@@ -136,12 +136,7 @@ impl Tupe {
     /// invalid.
     pub fn position_term(&self, lq: usize, lk: usize) -> Result<Array2<f32>> {
         self.validate()?;
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )?;
+        ensure_queries_fit(lq, lk)?;
         if lk > self.max_len() {
             return Err(Error::PositionOutOfRange {
                 context: "TUPE position table",

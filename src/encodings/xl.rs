@@ -31,7 +31,7 @@ use ndarray_rand::rand_distr::Normal;
 use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::encodings::sinusoidal::{sinusoidal_embedding, SinusoidalLayout, DEFAULT_BASE};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
@@ -257,12 +257,7 @@ impl TransformerXl {
     pub fn position_scores(&self, q: ArrayView2<f32>, lk: usize) -> Result<Array2<f32>> {
         let lq = q.nrows();
         ensure_shape("XL: q width", &[self.head_dim()], &[q.ncols()])?;
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )?;
+        ensure_queries_fit(lq, lk)?;
         let r = self.relative_embeddings(&self.distances(lq, lk))?;
         // (q_i + v) . r_delta for every distance, [Lq, n]
         let raw = (&q + &self.v.view().insert_axis(ndarray::Axis(0))).dot(&r.t());
@@ -284,7 +279,7 @@ impl TransformerXl {
     fn check(&self, q: ArrayView2<f32>, k: ArrayView2<f32>) -> Result<()> {
         ensure_shape("XL: q width", &[self.head_dim()], &[q.ncols()])?;
         ensure_shape("XL: k width", &[self.head_dim()], &[k.ncols()])?;
-        ensure(q.nrows() <= k.nrows(), "Lq", q.nrows(), "at most Lk")
+        ensure_queries_fit(q.nrows(), k.nrows())
     }
 }
 

@@ -25,7 +25,7 @@
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
 
 /// The RoPE base, 10000.
@@ -154,13 +154,27 @@ impl XPos {
         positions: &[f64],
         is_key: bool,
     ) -> Result<Array2<f32>> {
-        self.validate()?;
         ensure_shape("xpos: x width", &[self.dim], &[x.ncols()])?;
         ensure_shape(
             "xpos: one position per row",
             &[x.nrows()],
             &[positions.len()],
         )?;
+        let (angle, scale) = self.angles_and_scales(positions, is_key)?;
+        Ok(rotate_interleaved_scaled(x, &angle, &scale))
+    }
+
+    /// $p\,\theta_i$ and the scales $\zeta_i^{\pm p/B}$ (`+` for queries, `-` for keys) of each
+    /// position, `[positions.len(), dim/2]` each, in `f64`.
+    ///
+    /// # Errors
+    /// An invalid configuration or a non-finite position.
+    fn angles_and_scales(
+        &self,
+        positions: &[f64],
+        is_key: bool,
+    ) -> Result<(Array2<f64>, Array2<f64>)> {
+        self.validate()?;
         ensure(
             positions.iter().all(|p| p.is_finite()),
             "positions",
@@ -177,7 +191,7 @@ impl XPos {
         if is_key {
             scale.mapv_inplace(|s| 1.0 / s);
         }
-        Ok(rotate_interleaved_scaled(x, &angle, &scale))
+        Ok((angle, scale))
     }
 
     /// The rotation-and-scale tables of [`apply`](Self::apply): $C_{pi} = \zeta_i^{\pm p/B}
@@ -189,28 +203,10 @@ impl XPos {
     /// # Errors
     /// As [`apply`](Self::apply): an invalid configuration or a non-finite position.
     pub fn tables(&self, positions: &[f64], is_key: bool) -> Result<(Array2<f32>, Array2<f32>)> {
-        self.validate()?;
-        ensure(
-            positions.iter().all(|p| p.is_finite()),
-            "positions",
-            "a non-finite value",
-            "finite numbers",
-        )?;
-        let theta = self.theta();
-        let mut scale = self.scales_f64(positions);
-        if is_key {
-            scale.mapv_inplace(|s| 1.0 / s);
-        }
-        let (mut c, mut s) = (
-            Array2::zeros(scale.raw_dim()),
-            Array2::zeros(scale.raw_dim()),
-        );
-        for ((r, i), &z) in scale.indexed_iter() {
-            // zeta^{+-p/B} (cos, sin)(p theta_i)
-            let (sin, cos) = (positions[r] * theta[i]).sin_cos();
-            c[[r, i]] = (z * cos) as f32;
-            s[[r, i]] = (z * sin) as f32;
-        }
+        let (angle, scale) = self.angles_and_scales(positions, is_key)?;
+        // zeta^{+-p/B} (cos, sin)(p theta_i)
+        let c = Array2::from_shape_fn(angle.raw_dim(), |ri| (scale[ri] * angle[ri].cos()) as f32);
+        let s = Array2::from_shape_fn(angle.raw_dim(), |ri| (scale[ri] * angle[ri].sin()) as f32);
         Ok((c, s))
     }
 
@@ -291,12 +287,7 @@ impl PositionScheme for XPos {
         k: ArrayView2<f32>,
     ) -> Result<(Array2<f32>, Array2<f32>)> {
         let (lq, lk) = (q.nrows(), k.nrows());
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )?;
+        ensure_queries_fit(lq, lk)?;
         let (query_positions, key_positions) = Self::centred_positions(lq, lk);
         Ok((
             self.apply(q, &query_positions, false)?,

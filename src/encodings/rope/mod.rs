@@ -28,7 +28,7 @@ mod scaling;
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
-use super::{query_position, PositionScheme};
+use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
 pub use scaling::{
     yarn_correction_dim, yarn_correction_range, yarn_mscale, RopeFrequencies, RopeScaling,
@@ -219,12 +219,7 @@ impl PositionScheme for Rope {
         k: ArrayView2<f32>,
     ) -> Result<(Array2<f32>, Array2<f32>)> {
         let (lq, lk) = (q.nrows(), k.nrows());
-        ensure(
-            lq <= lk,
-            "Lq",
-            lq,
-            "at most Lk (queries are the last Lq positions)",
-        )?;
+        ensure_queries_fit(lq, lk)?;
         let freqs = self.config.frequencies(Some(lk))?;
         let q_pos: Vec<f64> = (0..lq).map(|i| query_position(i, lq, lk) as f64).collect();
         let k_pos: Vec<f64> = (0..lk).map(|j| j as f64).collect();
