@@ -184,7 +184,7 @@ impl Fire {
     }
 
     /// The normalised distances $\psi(i-j)/\psi(\max(L, i))$, `[lq, lk]`, queries at
-    /// $L_k - L_q + r$ (the convention of [`query_position`](super::query_position)); future entries are 0.
+    /// $L_k - L_q + r$ (the convention of [`query_position`]); future entries are 0.
     ///
     /// # Errors
     /// When `lq > lk` or the configuration is invalid.

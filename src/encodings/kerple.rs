@@ -115,7 +115,7 @@ impl Kerple {
     }
 
     /// The bias $b_{ij}$ of head `head`, `[lq, lk]`, queries at $L_k - L_q + i$ and keys at $j$
-    /// (the convention of [`query_position`](super::query_position)).
+    /// (the convention of [`query_position`]).
     ///
     /// # Errors
     /// When `head` is out of range, `lq > lk`, or the parameters are invalid.

@@ -35,7 +35,7 @@ impl Mode {
 /// 1 to [`MAX_LEN`].
 ///
 /// # Errors
-/// [`Error::InvalidParameter`] naming `lengths` and the bound.
+/// [`crate::Error::InvalidParameter`] naming `lengths` and the bound.
 pub fn check_lengths(lengths: &[usize]) -> Result<()> {
     let bad = lengths.iter().find(|&&l| l == 0 || l > MAX_LEN);
     if lengths.is_empty() || bad.is_some() {

@@ -2,7 +2,7 @@
 //!
 //! The functions are written as plain scalar code without branches that depend on the value,
 //! so that the compiler turns a loop over them into AVX2 + FMA instructions when the loop is
-//! compiled inside [`with_avx2`] (runtime detection, with a portable fallback).
+//! compiled inside a `multiversion!` function (runtime detection, with a portable fallback).
 
 /// `log2(e)`.
 const LOG2E: f32 = std::f32::consts::LOG2_E;
