@@ -6,10 +6,13 @@
 //! and [`Lines::figure`] validate the data and give the [`Figure`] (a [`plotly::Plot`]) for
 //! anything the options do not cover. Data comes as anything that converts to `f64`
 //! ([`ToF64`]: floats and integers), in slices, vectors, arrays or `ndarray` views ([`Values`]).
+//! A line may carry a shaded band ([`Lines::band`]: a mean with its spread over seeds).
 
 use ndarray::{ArrayBase, Data, Ix1, Ix2};
 use plotly::color::NamedColor;
-use plotly::common::{ColorBar, ColorScale, ColorScalePalette, Mode, Title};
+use plotly::common::{
+    ColorBar, ColorScale, ColorScalePalette, Fill, HoverInfo, Line, Marker, Mode, Title,
+};
 use plotly::layout::{Axis, AxisType, Layout};
 use plotly::{HeatMap, Plot, Scatter};
 use polars::prelude::DataFrame;
@@ -271,10 +274,14 @@ impl Show for Heatmap {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lines {
     series: Vec<(String, Vec<f64>, Vec<f64>)>,
+    /// `(series name, lower, upper)`: a shaded band over the x values of that series.
+    bands: Vec<(String, Vec<f64>, Vec<f64>)>,
     labels: Labels,
     log_x: bool,
     log_y: bool,
     markers: bool,
+    /// Where the x axis has its ticks and labels (plotly's choice when `None`).
+    x_ticks: Option<Vec<f64>>,
 }
 
 /// One line per named series, all over the same `x`; names may be `&str` or `String`, values
@@ -306,10 +313,12 @@ where
             .iter()
             .map(|(name, y)| (name.as_ref().to_string(), x.clone(), y.to_f64_vec()))
             .collect(),
+        bands: Vec::new(),
         labels: Labels::default(),
         log_x: false,
         log_y: false,
         markers: false,
+        x_ticks: None,
     }
 }
 
@@ -335,11 +344,41 @@ where
             .iter()
             .map(|(name, x, y)| (name.as_ref().to_string(), x.to_f64_vec(), y.to_f64_vec()))
             .collect(),
+        bands: Vec::new(),
         labels: Labels::default(),
         log_x: false,
         log_y: false,
         markers: false,
+        x_ticks: None,
     }
+}
+
+/// One series of [`lines_with_bands`]: `(name, x, y, lower, upper)`.
+pub type BandSeries<S = String> = (S, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// One line per named series, each with its own x values and a shaded band around it:
+/// `[(name, x, y, lower, upper)]`, as [`Lines::line_xy`] and [`Lines::band`] add them one at a
+/// time (a mean over seeds with its spread, for instance).
+///
+/// # Examples
+/// ```
+/// use posenc::prelude::*;
+/// let series = vec![
+///     ("rope".to_string(), vec![128.0, 2048.0], vec![1.5, 3.5], vec![1.4, 3.2], vec![1.6, 3.8]),
+///     ("alibi".to_string(), vec![128.0, 2048.0], vec![1.6, 1.6], vec![1.6, 1.6], vec![1.6, 1.6]),
+/// ];
+/// let fig = lines_with_bands(&series).log_x().title("mean ± sd").x("length").y("loss").figure()?;
+/// assert_eq!(fig.to_json().matches("toself").count(), 2);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn lines_with_bands<S: AsRef<str>>(series: &[BandSeries<S>]) -> Lines {
+    let mut lines = lines_xy::<&str, Vec<f64>, Vec<f64>>(&[]);
+    for (name, x, y, lower, upper) in series {
+        lines = lines
+            .line_xy(name.as_ref(), x, y)
+            .band(name.as_ref(), lower, upper);
+    }
+    lines
 }
 
 /// A line plot straight from a DataFrame, as plotly express draws `px.line(df, x=, y=,
@@ -396,6 +435,7 @@ pub fn lines_df(df: &DataFrame, x: &str, y: &str, color: Option<&str>) -> Result
     }
     Ok(Lines {
         series,
+        bands: Vec::new(),
         labels: Labels {
             x: x.to_string(),
             y: y.to_string(),
@@ -404,6 +444,7 @@ pub fn lines_df(df: &DataFrame, x: &str, y: &str, color: Option<&str>) -> Result
         log_x: false,
         log_y: false,
         markers: false,
+        x_ticks: None,
     })
 }
 
@@ -433,6 +474,34 @@ impl Lines {
         self
     }
 
+    /// A shaded band from `lower` to `upper` around the series named `name` (over its x
+    /// values, in its colour, without a legend entry of its own: clicking the series' legend
+    /// entry hides both). For a mean over seeds with its min-max range, or mean ± sd.
+    ///
+    /// With any band in the figure, every series gets its colour from a fixed palette of 24
+    /// ([`PALETTE`], in order, cycling), so that band and line match.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::prelude::*;
+    /// let fig = lines(&[1, 2, 3], &[("mean", vec![2.0, 3.0, 4.0])])
+    ///     .band("mean", &[1.5, 2.5, 3.0], &[2.5, 3.5, 5.0])
+    ///     .title("A mean and its range").x("x").y("y")
+    ///     .figure()?;
+    /// assert!(fig.to_json().contains("toself"));
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn band(
+        mut self,
+        name: impl Into<String>,
+        lower: &(impl Values + ?Sized),
+        upper: &(impl Values + ?Sized),
+    ) -> Self {
+        self.bands
+            .push((name.into(), lower.to_f64_vec(), upper.to_f64_vec()));
+        self
+    }
+
     /// The figure's title.
     pub fn title(mut self, title: impl Into<String>) -> Self {
         self.labels.title = title.into();
@@ -454,6 +523,13 @@ impl Lines {
     /// A logarithmic x axis (every x must be > 0).
     pub fn log_x(mut self) -> Self {
         self.log_x = true;
+        self
+    }
+
+    /// Ticks, with their labels, at exactly these x values (the evaluated lengths on a log
+    /// axis, say, instead of plotly's 2, 5, 1000, 2).
+    pub fn x_ticks(mut self, x: &(impl Values + ?Sized)) -> Self {
+        self.x_ticks = Some(x.to_f64_vec());
         self
     }
 
@@ -514,26 +590,109 @@ impl Lines {
                 }
             }
         }
+        for (name, lower, upper) in &self.bands {
+            let Some((_, x, _)) = self.series.iter().find(|(n, _, _)| n == name) else {
+                return Err(invalid(
+                    "band",
+                    format!("{name:?}"),
+                    "the name of a series of the figure",
+                ));
+            };
+            for side in [lower, upper] {
+                if side.len() != x.len() {
+                    return Err(Error::ShapeMismatch {
+                        context: "lines: a band has one lower and one upper value per x",
+                        expected: format!("{} values", x.len()),
+                        found: format!("{} values in the band of {name:?}", side.len()),
+                    });
+                }
+            }
+            if let Some((lo, hi)) = lower
+                .iter()
+                .zip(upper)
+                .find(|(lo, hi)| lo.is_nan() || hi.is_nan() || lo > hi)
+            {
+                return Err(invalid(
+                    "band",
+                    format!("{lo} above {hi} in the band of {name:?}"),
+                    "lower <= upper at every x",
+                ));
+            }
+            if self.log_y {
+                if let Some(bad) = lower.iter().find(|v| **v <= 0.0) {
+                    return Err(invalid("y", bad, "values > 0 on a log y axis"));
+                }
+            }
+        }
         let mode = if self.markers {
             Mode::LinesMarkers
         } else {
             Mode::Lines
         };
+        let colour = |i: usize| PALETTE[i % PALETTE.len()];
         let mut plot = Plot::new();
-        for (name, x, y) in &self.series {
+        // the bands first, under every line
+        for (name, lower, upper) in &self.bands {
+            let i = self
+                .series
+                .iter()
+                .position(|(n, _, _)| n == name)
+                .unwrap_or(0);
+            let x = &self.series[i].1;
+            let xs: Vec<f64> = x.iter().chain(x.iter().rev()).copied().collect();
+            let ys: Vec<f64> = upper.iter().chain(lower.iter().rev()).copied().collect();
             plot.add_trace(
-                Scatter::new(x.clone(), y.clone())
+                Scatter::new(xs, ys)
                     .name(name)
-                    .mode(mode.clone()),
+                    .mode(Mode::Lines)
+                    .fill(Fill::ToSelf)
+                    .fill_color(translucent(colour(i), 0.2))
+                    .line(Line::new().width(0.0))
+                    .legend_group(name)
+                    .show_legend(false)
+                    .hover_info(HoverInfo::Skip),
             );
         }
+        for (i, (name, x, y)) in self.series.iter().enumerate() {
+            let mut trace = Scatter::new(x.clone(), y.clone())
+                .name(name)
+                .mode(mode.clone());
+            if !self.bands.is_empty() {
+                trace = trace
+                    .line(Line::new().color(colour(i)))
+                    .marker(Marker::new().color(colour(i)))
+                    .legend_group(name);
+            }
+            plot.add_trace(trace);
+        }
         let axis_type = |log: bool| if log { AxisType::Log } else { AxisType::Linear };
-        plot.set_layout(self.labels.layout(
-            Axis::new().type_(axis_type(self.log_x)),
-            Axis::new().type_(axis_type(self.log_y)),
-        ));
+        plot.set_layout(
+            self.labels.layout(
+                match &self.x_ticks {
+                    Some(ticks) => Axis::new()
+                        .type_(axis_type(self.log_x))
+                        .tick_values(ticks.clone()),
+                    None => Axis::new().type_(axis_type(self.log_x)),
+                },
+                Axis::new().type_(axis_type(self.log_y)),
+            ),
+        );
         Ok(Figure::new(plot))
     }
+}
+
+/// The colours of the series of a figure with bands ([`Lines::band`]), in order: plotly
+/// express's `Dark24`, dark enough for a line and, at 20 % opacity, for its band.
+pub const PALETTE: [&str; 24] = [
+    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86",
+    "#EB663B", "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE",
+    "#862A16", "#A777F1", "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038",
+];
+
+/// `#RRGGBB` as `rgba(r,g,b,alpha)`.
+fn translucent(hex: &str, alpha: f64) -> String {
+    let channel = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or(0);
+    format!("rgba({},{},{},{alpha})", channel(1), channel(3), channel(5))
 }
 
 impl Show for Lines {
@@ -684,6 +843,85 @@ mod tests {
             negative,
             Err(Error::InvalidParameter { name: "y", .. })
         ));
+    }
+
+    #[test]
+    fn bands_shade_around_their_series_in_its_colour() {
+        let fig = lines(&[1.0, 2.0, 4.0], &[("a", vec![2.0, 3.0, 4.0])])
+            .line_xy("b", &[8.0, 16.0], &[1.0, 1.5])
+            .band("b", &[0.5, 1.0], &[1.5, 2.0])
+            .log_x()
+            .markers();
+        let fig = json(&fig.figure().unwrap());
+        let data = fig["data"].as_array().unwrap();
+        // the band first (under the lines): x forth and back, upper forth, lower back
+        assert_eq!(data.len(), 3);
+        assert_eq!(data[0]["fill"], "toself");
+        assert_eq!(data[0]["x"], serde_json::json!([8.0, 16.0, 16.0, 8.0]));
+        assert_eq!(data[0]["y"], serde_json::json!([1.5, 2.0, 1.0, 0.5]));
+        assert_eq!(data[0]["showlegend"], false);
+        assert_eq!(data[0]["legendgroup"], "b");
+        // b is the second series: the palette's second colour, for the line and the band
+        assert_eq!(data[2]["name"], "b");
+        assert_eq!(data[2]["line"]["color"], PALETTE[1]);
+        assert_eq!(data[0]["fillcolor"], "rgba(225,95,153,0.2)");
+        assert_eq!(data[1]["line"]["color"], PALETTE[0]);
+        assert_eq!(data[2]["mode"], "lines+markers");
+        // ticks where asked
+        let ticks = lines(&[128, 2048], &[("a", vec![1.0, 2.0])]).x_ticks(&[128, 256, 2048]);
+        let ticks = json(&ticks.log_x().figure().unwrap());
+        assert_eq!(
+            ticks["layout"]["xaxis"]["tickvals"],
+            serde_json::json!([128.0, 256.0, 2048.0])
+        );
+        assert_eq!(ticks["layout"]["xaxis"]["type"], "log");
+        // without bands, no colour is imposed
+        let plain = json(&lines(&[1.0], &[("a", vec![1.0])]).figure().unwrap());
+        assert!(plain["data"][0].get("line").is_none());
+    }
+
+    #[test]
+    fn lines_with_bands_draws_a_band_under_each_line() {
+        let series = [
+            (
+                "a",
+                vec![1.0, 2.0],
+                vec![2.0, 3.0],
+                vec![1.0, 2.5],
+                vec![2.5, 3.5],
+            ),
+            ("b", vec![4.0], vec![1.0], vec![1.0], vec![1.0]),
+        ];
+        let fig = json(&lines_with_bands(&series).figure().unwrap());
+        let data = fig["data"].as_array().unwrap();
+        let names: Vec<&str> = data.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["a", "b", "a", "b"]);
+        assert_eq!(data[0]["y"], serde_json::json!([2.5, 3.5, 2.5, 1.0]));
+        assert_eq!(data[3]["x"], serde_json::json!([4.0]));
+        assert_eq!(data[3]["line"]["color"], PALETTE[1]);
+        let wrong = [("a", vec![1.0], vec![2.0], vec![3.0], vec![1.0])];
+        assert!(lines_with_bands(&wrong).figure().is_err());
+    }
+
+    #[test]
+    fn bands_reject_unknown_series_wrong_lengths_and_inverted_sides() {
+        let base = || lines(&[1.0, 2.0], &[("a", vec![2.0, 3.0])]);
+        let e = base()
+            .band("z", &[1.0, 1.0], &[2.0, 2.0])
+            .figure()
+            .unwrap_err();
+        assert!(e.to_string().contains("\"z\""), "{e}");
+        let e = base().band("a", &[1.0], &[2.0, 2.0]).figure().unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+        let e = base()
+            .band("a", &[1.0, 3.0], &[2.0, 2.0])
+            .figure()
+            .unwrap_err();
+        assert!(e.to_string().contains("3 above 2"), "{e}");
+        let e = base().band("a", &[0.0, 1.0], &[2.0, 2.0]).log_y().figure();
+        assert!(matches!(e, Err(Error::InvalidParameter { name: "y", .. })));
+        let nan = base().band("a", &[f64::NAN, 1.0], &[2.0, 2.0]).figure();
+        assert!(nan.is_err());
     }
 
     #[test]

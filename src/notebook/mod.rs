@@ -58,7 +58,10 @@ pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,
     PLOTLY_JSON_MIME,
 };
-pub use figures::{heatmap, lines, lines_df, lines_xy, Heatmap, Lines, ToF64, Values};
+pub use figures::{
+    heatmap, lines, lines_df, lines_with_bands, lines_xy, BandSeries, Heatmap, Lines, ToF64,
+    Values, PALETTE,
+};
 pub use golden::{golden_array, golden_number};
 pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
 pub use table::{df_to_html, df_to_html_with, TableOptions};

@@ -1,7 +1,9 @@
 //! The results of `posenc sweep` (`data/results/ppl_vs_length.csv` and the per-position
 //! losses beside it), read with polars and shaped into the table and the curves of the
 //! perplexity-versus-length notebook; with several training seeds, their spread
-//! ([`seed_table`]) and the band of the validation curves ([`curves_by_seed`]).
+//! ([`seed_table`], [`seed_curves`]) and the band of the validation curves
+//! ([`curves_by_seed`]). [`perplexity_table`] and [`perplexity_curves`] show one seed's rows
+//! and refuse rows of several.
 //!
 //! Perplexity per byte is $e^{\text{nats}}$ and bits per byte are $\text{nats} / \ln 2$; the
 //! extrapolation ratio of a model is $\text{ppl}(16L) / \text{ppl}(L)$ for its training
@@ -13,7 +15,9 @@ use std::path::Path;
 use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 use polars_io::prelude::{CsvReadOptions, SerReader};
 
+use crate::error::{ensure, invalid};
 pub use crate::results::ResultRow;
+use crate::summary::{seed_summaries, SeedSummary};
 use crate::{Error, Result};
 
 fn io(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -55,6 +59,24 @@ pub fn column_f64(df: &DataFrame, name: &str) -> Result<Vec<f64>> {
         .collect()
 }
 
+/// The column `name` of `df` as optional `f64` values (an empty cell is `None`), or `None`
+/// when `df` has no such column.
+///
+/// # Errors
+/// [`Error::Io`] naming the column when it is not numeric.
+pub fn column_opt_f64(df: &DataFrame, name: &str) -> Result<Option<Vec<Option<f64>>>> {
+    let Ok(column) = df.column(name) else {
+        return Ok(None);
+    };
+    let values = column
+        .cast(&polars::prelude::DataType::Float64)
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    let values = values
+        .f64()
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    Ok(Some(values.iter().collect()))
+}
+
 /// The column `name` of `df` as strings.
 ///
 /// # Errors
@@ -72,7 +94,9 @@ pub fn column_str(df: &DataFrame, name: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Reads the results CSV of `posenc sweep`.
+/// Reads the results CSV of `posenc sweep`, with [`ResultRow::scaling_factor`] from its
+/// `scaling_factor` column (`None` in an empty cell, and everywhere in older tables without
+/// the column).
 ///
 /// # Errors
 /// [`Error::Io`] for a missing file or a missing column.
@@ -86,6 +110,7 @@ pub fn read_results(path: &Path) -> Result<Vec<ResultRow>> {
     let (bits, ppl) = (number("bits_per_byte")?, number("perplexity")?);
     let (tokens, steps) = (number("tokens_scored")?, number("steps")?);
     let (params, seed) = (number("params")?, number("seed")?);
+    let factor = column_opt_f64(&df, "scaling_factor").map_err(|e| io(path, e))?;
     Ok((0..df.height())
         .map(|i| ResultRow {
             scheme: scheme[i].clone(),
@@ -101,8 +126,7 @@ pub fn read_results(path: &Path) -> Result<Vec<ResultRow>> {
             steps: steps[i] as usize,
             params: params[i] as usize,
             seed: seed[i] as u64,
-            // read where the notebooks need it (the column is absent from older tables)
-            scaling_factor: None,
+            scaling_factor: factor.as_ref().and_then(|f| f[i]),
         })
         .collect())
 }
@@ -145,8 +169,40 @@ pub fn lengths(rows: &[ResultRow], mode: &str) -> Result<(Vec<usize>, usize)> {
     }
 }
 
+/// `0, 1, 2`.
+fn join_seeds(seeds: &[u64]) -> String {
+    seeds
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Refuses rows of `mode` from more than one training seed: a table or curve keyed by model
+/// and length alone would show one seed's value and silently drop the others'.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] naming the seeds.
+fn one_seed(rows: &[ResultRow], mode: &str) -> Result<()> {
+    let mut seeds: Vec<u64> = rows
+        .iter()
+        .filter(|r| r.mode == mode)
+        .map(|r| r.seed)
+        .collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    ensure(
+        seeds.len() <= 1,
+        "rows",
+        format!("{mode} rows of seeds {}", join_seeds(&seeds)),
+        "the rows of one seed (filter them by `seed`), or seed_table and seed_curves, which \
+         summarise several",
+    )
+}
+
 /// Perplexity at every length of each model (`label -> ppl by length`), for `mode`, in the
-/// order of the CSV.
+/// order of the CSV. One seed only (see [`one_seed`]): a second row of a model at a length
+/// replaces the first.
 fn by_model<'a>(
     rows: &'a [ResultRow],
     mode: &str,
@@ -168,17 +224,19 @@ fn by_model<'a>(
 /// `(x, [(name, y)])`.
 pub type Curves = (Vec<f64>, Vec<(String, Vec<f64>)>);
 
-/// Perplexity versus length, one series per model whose label `keep` accepts, in the order of
-/// the CSV: `(lengths, [(label, perplexities)])`. Models missing a length are left out.
+/// Perplexity versus length of one training seed, one series per model whose label `keep`
+/// accepts, in the order of the CSV: `(lengths, [(label, perplexities)])`. Models missing a
+/// length are left out. For rows of several seeds, [`seed_curves`].
 ///
 /// # Errors
-/// As [`lengths`].
+/// As [`lengths`]; [`Error::InvalidParameter`] for rows of `mode` from several seeds.
 pub fn perplexity_curves(
     rows: &[ResultRow],
     mode: &str,
     keep: impl Fn(&str) -> bool,
 ) -> Result<Curves> {
     let (lengths, _) = lengths(rows, mode)?;
+    one_seed(rows, mode)?;
     let series = by_model(rows, mode)
         .into_iter()
         .filter(|(label, _)| keep(label))
@@ -202,12 +260,14 @@ type SortedModels<'a> = (
     Vec<(String, BTreeMap<usize, &'a ResultRow>, f64)>,
 );
 
-/// [`SortedModels`] of `mode`.
+/// [`SortedModels`] of `mode`, for rows of one seed.
 ///
 /// # Errors
-/// As [`lengths`]; [`Error::Io`] if a model lacks the training length or the longest one.
+/// As [`lengths`] and [`one_seed`]; [`Error::Io`] if a model lacks the training length or the
+/// longest one.
 fn sorted_models<'a>(rows: &'a [ResultRow], mode: &str) -> Result<SortedModels<'a>> {
     let (lengths, train_len) = lengths(rows, mode)?;
+    one_seed(rows, mode)?;
     let longest = *lengths.last().unwrap_or(&train_len);
     let mut models = by_model(rows, mode)
         .into_iter()
@@ -235,13 +295,15 @@ fn multiple(l: usize, train_len: usize) -> String {
     }
 }
 
-/// The results table of one mode: a row per model (scheme and variant); perplexity per byte
-/// and bits per byte at every evaluated length, headed `ppl 128 (1x)`, `bpb 128 (1x)`, ...
-/// (multiples of the base training length); and `ppl 16x / 1x`, the ratio of the longest to
-/// the training length, by which the rows are sorted, best extrapolator first.
+/// The results table of one mode and one training seed: a row per model (scheme and
+/// variant); perplexity per byte and bits per byte at every evaluated length, headed
+/// `ppl 128 (1x)`, `bpb 128 (1x)`, ... (multiples of the base training length); and
+/// `ppl 16x / 1x`, the ratio of the longest to the training length, by which the rows are
+/// sorted, best extrapolator first. For rows of several seeds, [`seed_table`].
 ///
 /// # Errors
-/// As [`lengths`]; [`Error::Io`] if a model lacks the training length or the longest one.
+/// As [`lengths`]; [`Error::InvalidParameter`] for rows of `mode` from several seeds (naming
+/// them); [`Error::Io`] if a model lacks the training length or the longest one.
 pub fn perplexity_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
     let (lengths, train_len, models) = sorted_models(rows, mode)?;
     let longest = *lengths.last().unwrap_or(&train_len);
@@ -286,52 +348,92 @@ pub fn perplexity_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
     DataFrame::new_infer_height(columns).map_err(|e| Error::Io(e.to_string()))
 }
 
+/// Each model of `mode`, in order of first appearance, with its [`SeedSummary`] at each
+/// length; and the lengths and base training length of [`lengths`].
+type SummarisedModels = (
+    Vec<usize>,
+    usize,
+    Vec<(String, BTreeMap<usize, SeedSummary>)>,
+);
+
+/// [`SummarisedModels`] of `mode`.
+///
+/// # Errors
+/// As [`lengths`] and [`crate::summary::seed_summaries`].
+fn summarised_models(rows: &[ResultRow], mode: &str) -> Result<SummarisedModels> {
+    let (lengths, train_len) = lengths(rows, mode)?;
+    let in_mode: Vec<ResultRow> = rows.iter().filter(|r| r.mode == mode).cloned().collect();
+    let mut models: Vec<(String, BTreeMap<usize, SeedSummary>)> = Vec::new();
+    for summary in seed_summaries(&in_mode)? {
+        let label = summary.label();
+        match models.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, m)) => {
+                m.insert(summary.eval_len, summary);
+            }
+            None => models.push((label, BTreeMap::from([(summary.eval_len, summary)]))),
+        }
+    }
+    Ok((lengths, train_len, models))
+}
+
+/// Every seed of a model at any of its lengths, ascending.
+fn seeds_of_model(by_length: &BTreeMap<usize, SeedSummary>) -> Vec<u64> {
+    let mut seeds: Vec<u64> = by_length.values().flat_map(|s| s.seeds.clone()).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    seeds
+}
+
 /// The loss of each model at every length of `mode` over its training seeds: a `model`
 /// column (its label, [`ResultRow::label`]), one column per length headed `nats 128 (1x)`,
 /// ... holding `mean ± sd` of nats per byte at 3 decimals (the mean over seeds and the sample
 /// standard deviation, $n - 1$ denominator, 0 with one seed: see
 /// [`crate::summary::seed_summaries`]), and `seeds`, the model's seeds (`0, 1, 2`). A length
 /// evaluated for fewer seeds than the model has says which, `1.234 ± 0.005 (seeds 0, 1)`; a
-/// length a model lacks is empty. Rows in the order of [`perplexity_table`].
+/// length a model lacks is empty.
+///
+/// Rows are sorted by $e^{\bar x(16L) - \bar x(L)}$, the perplexity ratio of the seed means
+/// from the base training length $L$ to the longest length (best extrapolator first); with
+/// one seed, the order of [`perplexity_table`].
 ///
 /// The standard deviation is the spread of the seeds; whether two models differ is a question
 /// for [`crate::summary::paired_difference`], on paired windows.
 ///
 /// # Errors
-/// As [`perplexity_table`] and [`crate::summary::seed_summaries`].
+/// As [`lengths`] and [`crate::summary::seed_summaries`]; [`Error::Io`] if a model lacks the
+/// training length or the longest one.
 pub fn seed_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
-    let (lengths, train_len, models) = sorted_models(rows, mode)?;
-    let in_mode: Vec<ResultRow> = rows.iter().filter(|r| r.mode == mode).cloned().collect();
-    let summaries = crate::summary::seed_summaries(&in_mode)?;
-    let join = |seeds: &[u64]| {
-        seeds
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let (lengths, train_len, models) = summarised_models(rows, mode)?;
+    let longest = *lengths.last().unwrap_or(&train_len);
+    let mut models = models
+        .into_iter()
+        .map(|(label, m)| match (m.get(&train_len), m.get(&longest)) {
+            (Some(a), Some(b)) => Ok(((b.mean - a.mean).exp(), label, m)),
+            _ => Err(Error::Io(format!(
+                "{label} lacks length {train_len} or {longest}"
+            ))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    models.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut cells: Vec<Vec<Option<String>>> = vec![Vec::new(); lengths.len()];
     let mut seeds_column = Vec::new();
-    for (label, _, _) in &models {
-        let of_model: Vec<_> = summaries.iter().filter(|s| s.label() == *label).collect();
-        let mut seeds: Vec<u64> = of_model.iter().flat_map(|s| s.seeds.clone()).collect();
-        seeds.sort_unstable();
-        seeds.dedup();
+    for (_, _, by_length) in &models {
+        let seeds = seeds_of_model(by_length);
         for (column, l) in cells.iter_mut().zip(&lengths) {
-            column.push(of_model.iter().find(|s| s.eval_len == *l).map(|s| {
+            column.push(by_length.get(l).map(|s| {
                 let cell = format!("{:.3} ± {:.3}", s.mean, s.sd);
                 if s.seeds == seeds {
                     cell
                 } else {
-                    format!("{cell} (seeds {})", join(&s.seeds))
+                    format!("{cell} (seeds {})", join_seeds(&s.seeds))
                 }
             }));
         }
-        seeds_column.push(join(&seeds));
+        seeds_column.push(join_seeds(&seeds));
     }
     let mut columns: Vec<Column> = vec![Series::new(
         "model".into(),
-        models.iter().map(|m| m.0.as_str()).collect::<Vec<_>>(),
+        models.iter().map(|m| m.1.as_str()).collect::<Vec<_>>(),
     )
     .into()];
     for (values, &l) in cells.into_iter().zip(&lengths) {
@@ -342,22 +444,104 @@ pub fn seed_table(rows: &[ResultRow], mode: &str) -> Result<DataFrame> {
     DataFrame::new_infer_height(columns).map_err(|e| Error::Io(e.to_string()))
 }
 
+/// One model's loss against length over its training seeds ([`seed_curves`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeedCurve {
+    /// The model's label ([`ResultRow::label`]).
+    pub label: String,
+    /// Every seed of the model at any of its lengths, ascending.
+    pub seeds: Vec<u64>,
+    /// The lengths the model was evaluated at, ascending.
+    pub lengths: Vec<f64>,
+    /// The mean over seeds of nats per byte at each length.
+    pub mean: Vec<f64>,
+    /// The sample standard deviation over seeds at each length ($n - 1$ denominator; 0 with
+    /// one seed).
+    pub sd: Vec<f64>,
+}
+
+impl SeedCurve {
+    /// `mean - sd` at each length, the lower side of a band ([`crate::notebook::Lines::band`]).
+    pub fn lower(&self) -> Vec<f64> {
+        self.mean.iter().zip(&self.sd).map(|(m, s)| m - s).collect()
+    }
+
+    /// `mean + sd` at each length.
+    pub fn upper(&self) -> Vec<f64> {
+        self.mean.iter().zip(&self.sd).map(|(m, s)| m + s).collect()
+    }
+
+    /// The curve as one series of [`crate::notebook::lines_with_bands`]: its label with its
+    /// seed count when it has fewer than `planned` seeds ([`with_seed_count`]), the lengths,
+    /// the mean, and mean ∓ sd.
+    pub fn band(&self, planned: usize) -> crate::notebook::BandSeries {
+        (
+            with_seed_count(&self.label, self.seeds.len(), planned),
+            self.lengths.clone(),
+            self.mean.clone(),
+            self.lower(),
+            self.upper(),
+        )
+    }
+}
+
+/// Nats per byte against length over training seeds, one [`SeedCurve`] per model of `mode`
+/// whose label `keep` accepts, in order of first appearance: at each length the mean over
+/// the seeds and their sample standard deviation (as [`crate::summary::seed_summaries`]).
+///
+/// # Errors
+/// As [`lengths`] and [`crate::summary::seed_summaries`].
+pub fn seed_curves(
+    rows: &[ResultRow],
+    mode: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<SeedCurve>> {
+    let (_, _, models) = summarised_models(rows, mode)?;
+    Ok(models
+        .into_iter()
+        .filter(|(label, _)| keep(label))
+        .map(|(label, by_length)| SeedCurve {
+            seeds: seeds_of_model(&by_length),
+            lengths: by_length.keys().map(|&l| l as f64).collect(),
+            mean: by_length.values().map(|s| s.mean).collect(),
+            sd: by_length.values().map(|s| s.sd).collect(),
+            label,
+        })
+        .collect())
+}
+
+/// `label` when it has all the `planned` seeds, else `label (1 of 3 seeds)`: how a figure's
+/// legend names a model whose mean is over fewer seeds than the sweep runs.
+pub fn with_seed_count(label: &str, seeds: usize, planned: usize) -> String {
+    if seeds == planned {
+        label.to_string()
+    } else {
+        let noun = if planned == 1 { "seed" } else { "seeds" };
+        format!("{label} ({seeds} of {planned} {noun})")
+    }
+}
+
 /// The validation curves of `posenc sweep` (`curves.csv`:
 /// `scheme,variant,seed,step,bytes,train_loss,valid_loss`) over seeds, for plotting a band
 /// per model: one row per model and step, models in order of first appearance and steps
-/// ascending, with columns `model` (its label, as [`ResultRow::label`]), `step`, `seeds` (how
-/// many seeds reached the step), and `mean`, `min` and `max` of `valid_loss` over those seeds
-/// (nats per byte). `lines_df(&df, "step", "mean", Some("model"))` draws the means.
+/// ascending, with columns `model` (its label, as [`ResultRow::label`]), `step`, `bytes`
+/// (training bytes at that step, the same for every seed), `seeds` (how many seeds reached
+/// the step), and `mean`, `min` and `max` of `valid_loss` over those seeds (nats per byte).
+/// `lines_df(&df, "bytes", "mean", Some("model"))` draws the means.
 ///
 /// # Errors
-/// [`Error::Io`] for a missing file or column.
+/// [`Error::Io`] for a missing file or column; [`Error::InvalidParameter`] when the seeds of
+/// a model disagree on the bytes of a step, or a seed of a model has a step twice.
 pub fn curves_by_seed(path: &Path) -> Result<DataFrame> {
     let df = read_csv(path)?;
     let text = |name| column_str(&df, name).map_err(|e| io(path, e));
     let number = |name| column_f64(&df, name).map_err(|e| io(path, e));
     let (scheme, variant) = (text("scheme")?, text("variant")?);
-    let (step, valid) = (number("step")?, number("valid_loss")?);
-    let mut models: Vec<(String, BTreeMap<u64, Vec<f64>>)> = Vec::new();
+    let (seed, step) = (number("seed")?, number("step")?);
+    let (bytes, valid) = (number("bytes")?, number("valid_loss")?);
+    // label -> step -> (bytes, [(seed, valid_loss)])
+    type Steps = BTreeMap<u64, (f64, Vec<(u64, f64)>)>;
+    let mut models: Vec<(String, Steps)> = Vec::new();
     for i in 0..df.height() {
         let label = if variant[i] == "base" {
             scheme[i].clone()
@@ -371,18 +555,36 @@ pub fn curves_by_seed(path: &Path) -> Result<DataFrame> {
                 models.len() - 1
             }
         };
-        models[at]
-            .1
-            .entry(step[i] as u64)
-            .or_default()
-            .push(valid[i]);
+        let (label, steps) = &mut models[at];
+        let (s, k) = (step[i] as u64, seed[i] as u64);
+        let (b, losses) = steps.entry(s).or_insert((bytes[i], Vec::new()));
+        ensure(
+            *b == bytes[i],
+            "bytes",
+            format!(
+                "{} for seed {k} of {label} at step {s}, {} for another seed",
+                bytes[i], b
+            ),
+            "the same training bytes at a step for every seed",
+        )?;
+        if losses.iter().any(|(other, _)| *other == k) {
+            return Err(invalid(
+                "curves",
+                format!("{label} seed {k} step {s} (twice)"),
+                "one row per model, seed and step",
+            ));
+        }
+        losses.push((k, valid[i]));
     }
     let (mut model, mut steps, mut seeds) = (Vec::new(), Vec::new(), Vec::new());
+    let mut trained = Vec::new();
     let (mut mean, mut min, mut max) = (Vec::new(), Vec::new(), Vec::new());
     for (label, by_step) in &models {
-        for (&s, losses) in by_step {
+        for (&s, (b, losses)) in by_step {
+            let losses: Vec<f64> = losses.iter().map(|l| l.1).collect();
             model.push(label.as_str());
             steps.push(s);
+            trained.push(*b as u64);
             seeds.push(losses.len() as u32);
             mean.push(losses.iter().sum::<f64>() / losses.len() as f64);
             min.push(losses.iter().copied().fold(f64::INFINITY, f64::min));
@@ -392,6 +594,7 @@ pub fn curves_by_seed(path: &Path) -> Result<DataFrame> {
     DataFrame::new_infer_height(vec![
         Series::new("model".into(), model).into(),
         Series::new("step".into(), steps).into(),
+        Series::new("bytes".into(), trained).into(),
         Series::new("seeds".into(), seeds).into(),
         Series::new("mean".into(), mean).into(),
         Series::new("min".into(), min).into(),
@@ -537,6 +740,79 @@ mod tests {
         assert!((bpb[1] - 1.4 / std::f64::consts::LN_2).abs() < 1e-12);
     }
 
+    /// `sample()` with a second seed whose rope is much worse at 2048: keyed by length alone,
+    /// the table and the curves would show one seed's row for each length and drop the other.
+    fn two_seeds() -> Vec<ResultRow> {
+        let mut rows = sample();
+        rows.extend(sample().into_iter().map(|mut r| {
+            r.seed = 1;
+            if r.scheme == "rope" && r.eval_len == 2048 {
+                r.nats_per_byte = 4.0;
+                r.perplexity = 4f64.exp();
+            }
+            r
+        }));
+        rows
+    }
+
+    #[test]
+    fn table_and_curves_refuse_rows_of_several_seeds() {
+        let rows = two_seeds();
+        for e in [
+            perplexity_table(&rows, "nonoverlap").unwrap_err(),
+            perplexity_curves(&rows, "nonoverlap", |_| true).unwrap_err(),
+        ] {
+            let e = e.to_string();
+            assert!(e.contains("nonoverlap rows of seeds 0, 1"), "{e}");
+            assert!(e.contains("seed_table and seed_curves"), "{e}");
+        }
+        // one seed's rows, filtered, are fine, and each shows its own rope at 2048
+        for (seed, nats) in [(0, 3.0), (1, 4.0)] {
+            let one: Vec<ResultRow> = rows.iter().filter(|r| r.seed == seed).cloned().collect();
+            let (_, series) = perplexity_curves(&one, "nonoverlap", |l| l == "rope").unwrap();
+            assert_eq!(series[0].1[2], f64::exp(nats));
+            assert_eq!(perplexity_table(&one, "nonoverlap").unwrap().height(), 3);
+        }
+        // seed 1 alone is one seed too (not only seed 0)
+        let seed1: Vec<ResultRow> = rows.iter().filter(|r| r.seed == 1).cloned().collect();
+        assert!(perplexity_table(&seed1, "nonoverlap").is_ok());
+    }
+
+    #[test]
+    fn seed_curves_give_mean_and_sd_per_length() {
+        // rope at 2048: 3.0 and 4.0 -> mean 3.5, sd sqrt(0.5); alibi identical seeds -> sd 0
+        let curves = seed_curves(&two_seeds(), "nonoverlap", |l| !l.contains('/')).unwrap();
+        let labels: Vec<&str> = curves.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(labels, ["rope", "alibi"]);
+        let rope = &curves[0];
+        assert_eq!(rope.seeds, [0, 1]);
+        assert_eq!(rope.lengths, [128.0, 256.0, 2048.0]);
+        assert_eq!(rope.mean[2], 3.5);
+        assert!((rope.sd[2] - 0.5f64.sqrt()).abs() < 1e-12);
+        assert_eq!((rope.mean[0], rope.sd[0]), (1.5, 0.0));
+        assert!((rope.upper()[2] - (3.5 + 0.5f64.sqrt())).abs() < 1e-12);
+        assert!((rope.lower()[2] - (3.5 - 0.5f64.sqrt())).abs() < 1e-12);
+        assert_eq!(curves[1].sd, [0.0, 0.0, 0.0]);
+        let (name, x, mean, lower, upper) = rope.band(3);
+        assert_eq!(name, "rope (2 of 3 seeds)");
+        assert_eq!((x, mean), (rope.lengths.clone(), rope.mean.clone()));
+        assert_eq!((lower, upper), (rope.lower(), rope.upper()));
+        assert_eq!(rope.band(2).0, "rope");
+        // one seed: sd 0, the row's own values
+        let one = seed_curves(&sample(), "nonoverlap", |l| l == "rope/ft-yarn").unwrap();
+        assert_eq!(one[0].seeds, [0]);
+        assert_eq!(one[0].mean, [1.6, 1.5, 1.5]);
+        assert!(seed_curves(&sample(), "sliding", |_| true).is_err());
+    }
+
+    #[test]
+    fn seed_counts_show_only_when_short() {
+        assert_eq!(with_seed_count("rope", 3, 3), "rope");
+        assert_eq!(with_seed_count("rope/ntk", 1, 3), "rope/ntk (1 of 3 seeds)");
+        assert_eq!(with_seed_count("t5", 2, 3), "t5 (2 of 3 seeds)");
+        assert_eq!(with_seed_count("t5", 0, 1), "t5 (0 of 1 seed)");
+    }
+
     #[test]
     fn seed_table_shows_mean_and_sd_over_seeds() {
         // seed 1 is seed 0 plus 0.1 everywhere (the ratios and so the order unchanged), but
@@ -576,6 +852,23 @@ mod tests {
         assert_eq!(at_256[1], "1.400 ± 0.000 (seeds 0)");
         assert_eq!(at_256[0], "1.550 ± 0.071");
         assert_eq!(column_str(&df, "seeds").unwrap(), ["0, 1", "0, 1", "0, 1"]);
+        // the order follows the seed means, not the last seed: a third seed whose ft-yarn is
+        // far worse at 2048 moves it between alibi and rope (mean log ratios: alibi 0.05,
+        // ft-yarn (-0.1 - 0.1 + 2.4) / 3 = 0.733, rope 1.5)
+        let mut three = rows.clone();
+        three.extend(sample().into_iter().map(|mut r| {
+            r.seed = 2;
+            if r.variant == "ft-yarn" && r.eval_len == 2048 {
+                r.nats_per_byte = 4.0;
+                r.perplexity = 4f64.exp();
+            }
+            r
+        }));
+        let df = seed_table(&three, "nonoverlap").unwrap();
+        assert_eq!(
+            column_str(&df, "model").unwrap(),
+            ["alibi", "rope/ft-yarn", "rope"]
+        );
         // a seed twice is an error
         let mut twice = sample();
         twice.push(sample()[0].clone());
@@ -610,6 +903,7 @@ mod tests {
             column_f64(&df, "step").unwrap(),
             [100.0, 200.0, 100.0, 100.0]
         );
+        assert_eq!(column_f64(&df, "bytes").unwrap(), [10.0, 20.0, 10.0, 10.0]);
         assert_eq!(column_f64(&df, "seeds").unwrap(), [3.0, 2.0, 1.0, 1.0]);
         let mean = column_f64(&df, "mean").unwrap();
         // (2.0 + 2.4 + 2.3) / 3 and (1.5 + 1.7) / 2
@@ -619,7 +913,27 @@ mod tests {
         assert_eq!(column_f64(&df, "max").unwrap(), [2.4, 1.7, 2.5, 2.6]);
         let e = curves_by_seed(&dir.join("missing.csv")).unwrap_err();
         assert!(e.to_string().contains("missing.csv"), "{e}");
-        std::fs::write(&path, "scheme,variant,seed,step\nrope,base,0,100\n").unwrap();
+        // seeds that disagree on the bytes of a step; a step twice
+        let header = "scheme,variant,seed,step,bytes,train_loss,valid_loss\n";
+        std::fs::write(
+            &path,
+            format!("{header}rope,base,0,100,10,3.0,2.0\nrope,base,1,100,12,3.0,2.0\n"),
+        )
+        .unwrap();
+        let e = curves_by_seed(&path).unwrap_err().to_string();
+        assert!(e.contains("12 for seed 1 of rope at step 100, 10"), "{e}");
+        std::fs::write(
+            &path,
+            format!("{header}rope,base,0,100,10,3.0,2.0\nrope,base,0,100,10,3.0,2.1\n"),
+        )
+        .unwrap();
+        let e = curves_by_seed(&path).unwrap_err().to_string();
+        assert!(e.contains("rope seed 0 step 100 (twice)"), "{e}");
+        std::fs::write(
+            &path,
+            "scheme,variant,seed,step,bytes\nrope,base,0,100,10\n",
+        )
+        .unwrap();
         let e = curves_by_seed(&path).unwrap_err();
         assert!(e.to_string().contains("valid_loss"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
@@ -664,7 +978,22 @@ mod tests {
         assert_eq!(rows[2].variant, "ft-yarn");
         assert_eq!(rows[2].train_len, 256);
         assert!((rows[0].perplexity - 1.5f64.exp()).abs() < 1e-9);
+        // no scaling_factor column: None everywhere
+        assert!(rows.iter().all(|r| r.scaling_factor.is_none()));
         let e = read_results(&dir.join("missing.csv")).unwrap_err();
         assert!(e.to_string().contains("missing.csv"), "{e}");
+        // the column as the sweep writes it: empty without a scaling
+        let mut with_factor = sample();
+        with_factor[2].scaling_factor = Some(2.0);
+        with_factor[5].scaling_factor = Some(0.5);
+        std::fs::write(&path, crate::results::csv_bytes(&with_factor).unwrap()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.lines().nth(1).unwrap().ends_with(','), "{text}");
+        let back = read_results(&path).unwrap();
+        assert_eq!(back, with_factor);
+        // a table whose factors are all empty
+        std::fs::write(&path, crate::results::csv_bytes(&sample()).unwrap()).unwrap();
+        assert_eq!(read_results(&path).unwrap(), sample());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
