@@ -860,7 +860,9 @@ fn sweep_items_list_shard_merge_and_resume() {
         "two shards merge into one run's table"
     );
 
-    // a second run reuses every item's results
+    // a second run reuses every item's results, and writes the same record of the sweep
+    let record = |dir: &Path| std::fs::read(dir.join("results/sweep.json")).unwrap();
+    let first_record = record(&whole);
     let again = run(&whole_config, &[]);
     let log = String::from_utf8_lossy(&again.stderr);
     assert_eq!(
@@ -869,6 +871,18 @@ fn sweep_items_list_shard_merge_and_resume() {
         "{log}"
     );
     assert_eq!(table(&whole), expected);
+    assert!(
+        record(&whole) == first_record,
+        "sweep.json depends on the item files alone"
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&first_record).unwrap();
+    let items = summary["items"].as_array().unwrap();
+    assert_eq!(items.len(), 8);
+    let train_sum: f64 = items
+        .iter()
+        .map(|t| t["train_seconds"].as_f64().unwrap())
+        .sum();
+    assert!((summary["train_seconds"].as_f64().unwrap() - train_sum).abs() < 1e-9);
 
     // one item by name, and a name that is not an item
     let only = corpus.join("only");

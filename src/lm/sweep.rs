@@ -419,7 +419,7 @@ pub fn sweep(
                 let written = result.and_then(|rows| {
                     print_rows(&item.name(), &rows);
                     let _merging = lock(&shared.merge);
-                    merge_outputs(config, &items, began, jobs)
+                    merge_outputs(config, &items)
                 });
                 if let Err(e) = written {
                     log_line(&format!("[{}/{total}] {} failed: {e}", i + 1, item.name()));
@@ -431,7 +431,7 @@ pub fn sweep(
     if let Some(e) = lock(&shared.error).take() {
         return Err(e);
     }
-    let rows = merge_outputs(config, &items, began, jobs)?;
+    let rows = merge_outputs(config, &items)?;
     log_line(&format!(
         "sweep done in {:.1} min: {}",
         began.elapsed().as_secs_f64() / 60.0,
@@ -467,13 +467,10 @@ fn write_item(config: &SweepConfig, item: &Item, out: &ItemOutput) -> Result<()>
 }
 
 /// Rebuilds the results CSV, `curves.csv` and `sweep.json` from the item files present, in
-/// item order; returns the rows.
-fn merge_outputs(
-    config: &SweepConfig,
-    items: &[Item],
-    began: Instant,
-    jobs: usize,
-) -> Result<Vec<ResultRow>> {
+/// item order; returns the rows. `sweep.json` holds the configuration, the timing of every
+/// finished item and their sums: like the tables, a function of the item files alone, so a run
+/// that only reuses items writes the same bytes again.
+fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<ResultRow>> {
     let mut rows = Vec::new();
     let mut curves: Vec<CurveRow> = Vec::new();
     let mut timings = Vec::new();
@@ -495,11 +492,14 @@ fn merge_outputs(
         &config.results_dir().join("curves.csv"),
         &csv_bytes(&curves)?,
     )?;
+    let (train_seconds, eval_seconds) = timings.iter().fold((0.0, 0.0), |(t, e), x| {
+        (t + x.train_seconds, e + x.eval_seconds)
+    });
     let summary = serde_json::json!({
         "config": config,
-        "wall_seconds_of_this_run": began.elapsed().as_secs_f64(),
-        "jobs": jobs,
         "items": timings,
+        "train_seconds": train_seconds,
+        "eval_seconds": eval_seconds,
     });
     let path = config.results.with_file_name("sweep.json");
     write_atomic(&path, to_json(&summary).as_bytes())?;
