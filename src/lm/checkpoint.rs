@@ -853,6 +853,51 @@ mod tests {
     }
 
     #[test]
+    fn a_scheme_variant_joins_the_field_after_it_in_a_parameter_name() {
+        let mut path = ParamPath::default();
+        for (name, container) in [
+            ("blocks", "Struct:Lm"),
+            ("0", "Vec"),
+            ("attn", "Struct:Block"),
+            ("positions", "Struct:SelfAttention"),
+            ("Shaw", "Enum:LayerPositions"),
+            ("keys", "Struct:ShawParams"),
+        ] {
+            path.enter(name, container);
+        }
+        assert_eq!(path.name(), "blocks.0.attn.positions.shaw_keys");
+        path.exit();
+        path.exit();
+        path.enter("Tupe", "Enum:LayerPositions");
+        path.enter("table", "Struct:TupeParams");
+        assert_eq!(path.name(), "blocks.0.attn.positions.t5_table");
+        let mut model = ParamPath::default();
+        model.enter("positions", "Struct:Lm");
+        model.enter("Learned", "Enum:AbsolutePositions");
+        assert_eq!(model.name(), "positions.learned");
+        // and on a real model: the names of every parameter are those of the first format
+        let device = Device::flex();
+        let tupe = Lm::new(
+            &ModelConfig {
+                scheme: Scheme::Tupe,
+                ..tiny()
+            },
+            0,
+            &device,
+        )
+        .unwrap();
+        let (_, ids) = weights_bytes(&tupe, WeightDtype::F32).unwrap();
+        for name in [
+            "positions.tupe",
+            "blocks.0.attn.positions.tupe_u_q",
+            "blocks.0.attn.positions.tupe_u_k",
+            "blocks.0.attn.positions.t5_table",
+        ] {
+            assert!(ids.contains_key(name), "{name} in {:?}", ids.keys());
+        }
+    }
+
+    #[test]
     fn unknown_keys_in_config_json_are_format_errors_naming_the_key() {
         let root = folder("keys");
         let dir = root.join("c");
