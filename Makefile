@@ -118,12 +118,16 @@ notebook-setup:
 # fails on any error, on output written to stderr, or past NOTEBOOK_TIMEOUT), writes them as
 # HTML; then, in one headless Chromium, checks that the exported figures draw offline and runs
 # the LAB_PAGES inside JupyterLab itself.
-test-notebooks: notebook-setup notebooks-check-clean notebooks-prewarm test-notebook-helpers \
-		build $(KATEX)
+# The `notebook` feature's tests run last: when cargo has to compile polars again in slot 0
+# (`scripts/notebook-cargo` warns), the kernels' build there can be left unusable ("can't find
+# crate for `ndarray`" in every notebook's first cell, seen on a warm machine), so no kernel
+# may start after them.
+test-notebooks: notebook-setup notebooks-check-clean notebooks-prewarm build $(KATEX)
 	$(STAGE) browser-setup scripts/setup browser
 	$(STAGE) notebooks $(NB) run --jobs $(NOTEBOOK_JOBS) --timeout $(NOTEBOOK_TIMEOUT) \
 		--html-dir $(NOTEBOOK_HTML)
 	$(STAGE) browser-checks scripts/browser-check $(BROWSER_PAGES) --lab $(LAB_PAGES)
+	$(MAKE) --no-print-directory test-notebook-helpers
 
 # Committed notebooks carry no outputs (nbstripout --verify; clear them with `make notebooks-strip`).
 notebooks-check-clean: notebook-setup
