@@ -20,7 +20,7 @@ RELEASE_CARGO = env RUSTC_WORKSPACE_WRAPPER="$(or $(CLIPPY_DRIVER),$(error clipp
 test test-rust test-train model-tests smoke-sweep test-notebooks test-notebook-helpers: \
 	CLIPPY_ARGS := $(DENY_WARNINGS)
 
-.PHONY: lab test evcxr-background test-rust test-train model-tests smoke-sweep test-notebooks notebook-setup \
+.PHONY: lab test test-rust test-train model-tests smoke-sweep test-notebooks notebook-setup \
 	notebooks-check-clean notebooks-strip notebooks-prewarm html browser-check \
 	test-notebook-helpers notebook-timings sweep bench build fmt-check check-cli doc lab-check
 
@@ -36,13 +36,8 @@ lab: notebook-setup notebooks-prewarm
 build:
 	$(STAGE) build-binary $(RELEASE_CARGO) build --release $(TRAIN) --bin posenc
 
-# Every test: the Rust tests (model tests included), the smoke sweep, the notebooks. On a machine
-# without evcxr_jupyter its install (minutes of compiling) starts first, in the background, and
-# overlaps the Rust tests: both are builds whose last crates keep only one of the 2 cores busy.
-test: evcxr-background test-rust smoke-sweep test-notebooks
-
-evcxr-background:
-	scripts/setup evcxr-background
+# Every test: the Rust tests (model tests included), the smoke sweep, the notebooks.
+test: test-rust smoke-sweep test-notebooks
 
 # Every Rust test in one release build with the `train` feature (unit, golden, property, CLI
 # and model tests, linted by clippy as they compile), then the doc tests; formatting; and the
