@@ -28,6 +28,7 @@ pub mod error;
 pub mod lm;
 #[cfg(feature = "notebook")]
 pub mod notebook;
+pub mod report;
 pub mod results;
 pub mod summary;
 

@@ -392,3 +392,31 @@ fn a_closed_pipe_ends_the_output_quietly() {
     assert!(stderr.is_empty(), "{stderr}");
     assert!(head.starts_with(b"{\"table\":[["));
 }
+
+/// The README's results table is `posenc report` on the shipped results, to the last digit:
+/// every number and every sentence between the markers follows from `data/results`.
+#[test]
+fn readme_results_section_is_the_report_of_the_shipped_results() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let begin = "<!-- begin: posenc report --results data/results -->\n";
+    let end = "<!-- end: posenc report -->";
+    let start = readme
+        .find(begin)
+        .expect("README: no results section marker")
+        + begin.len();
+    let stop = start + readme[start..].find(end).expect("README: no end marker");
+    let out = posenc(&["report", "--results", &format!("{root}/data/results")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        readme[start..stop].trim_end(),
+        report.trim_end(),
+        "README's results section differs from `posenc report --results data/results`: paste \
+         that command's output between the markers"
+    );
+}

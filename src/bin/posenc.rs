@@ -7,6 +7,7 @@
 //! posenc eval --checkpoint data/checkpoints/rope --scaling yarn --lengths 128,512,2048
 //! posenc sweep --config data/configs/sweep.json                          # every scheme
 //! posenc export attention --checkpoint data/checkpoints/t5 --length 2048 --pool 32
+//! posenc report --results data/results                                   # README's table
 //! ```
 
 #[cfg(feature = "train")]
@@ -41,6 +42,17 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Json, global = true)]
         format: Format,
+    },
+    /// The results table of a sweep's results folder as markdown: mean and standard deviation
+    /// over seeds at each length and, with per-window losses, the paired change from the
+    /// training length to the longest (the README's results section).
+    Report {
+        /// The results folder: ppl_vs_length.csv and, when present, windows/*.csv.
+        #[arg(long, default_value = "data/results")]
+        results: std::path::PathBuf,
+        /// Window mode of the table: nonoverlap or sliding.
+        #[arg(long, default_value = "nonoverlap")]
+        mode: String,
     },
     /// Train the byte-level language model with one position scheme.
     #[cfg(feature = "train")]
@@ -210,6 +222,7 @@ impl RopeArgs {
 fn run(cli: Cli) -> Result<String, String> {
     let (what, format) = match cli.command {
         Command::Dump { what, format } => (what, format),
+        Command::Report { results, mode } => return report(&results, &mode),
         #[cfg(feature = "train")]
         Command::Train(args) => return train_cli::train(*args),
         #[cfg(feature = "train")]
@@ -250,6 +263,23 @@ fn run(cli: Cli) -> Result<String, String> {
         Format::Json => dump.to_json().to_string(),
         Format::Csv => dump.to_csv().trim_end().to_string(),
     })
+}
+
+/// `posenc report`: the markdown of [`posenc::report::results_markdown`] for the results in
+/// `dir` (its `windows/` folder, when there is one, adds the paired change).
+fn report(dir: &std::path::Path, mode: &str) -> Result<String, String> {
+    let err = |e: posenc::Error| e.to_string();
+    let rows: Vec<posenc::results::ResultRow> =
+        posenc::results::read_csv(&dir.join("ppl_vs_length.csv")).map_err(err)?;
+    let windows_dir = dir.join("windows");
+    let windows = if windows_dir.is_dir() {
+        Some(posenc::summary::read_windows_dir(&windows_dir).map_err(err)?)
+    } else {
+        None
+    };
+    let markdown =
+        posenc::report::results_markdown(&rows, windows.as_deref(), mode).map_err(err)?;
+    Ok(markdown.trim_end().to_string())
 }
 
 /// Writes the command's output and a newline to standard output. A reader that closed the

@@ -1,5 +1,5 @@
 //! `config.json` of a checkpoint ([`CheckpointInfo`]) and the precision of its weights
-//! ([`WeightDtype`]); the rest of the on-disk format is in [`crate::lm::checkpoint`].
+//! ([`WeightDtype`]); the rest of the on-disk format is in `lm::checkpoint` (with the `train` feature).
 
 use std::fs;
 use std::path::Path;
@@ -36,7 +36,7 @@ pub struct CheckpointInfo {
     pub dtype: WeightDtype,
     /// The checkpoint this one was fine-tuned from, if any.
     pub init_from: Option<String>,
-    /// The digest of the weights of `init_from` when the fine-tune started ([`crate::lm::checkpoint::digest`]).
+    /// The digest of the weights of `init_from` when the fine-tune started (`lm::checkpoint::digest`, with the `train` feature).
     #[serde(default)]
     pub init_digest: Option<String>,
     /// The digest of the training text (`train.txt`) the steps were trained on.
