@@ -54,7 +54,7 @@ pub fn results_markdown(
     let header: Vec<String> = lengths
         .iter()
         .map(|&l| {
-            if l % train_len == 0 {
+            if train_len > 0 && l % train_len == 0 {
                 format!("{l} ({}x)", l / train_len)
             } else {
                 l.to_string()
@@ -267,6 +267,14 @@ mod tests {
             md,
             "| model | seeds | 128 (1x) | 512 (4x) |\n|---|---|---|---|\n| a | 1 | 1.235 | 2.000 |\n"
         );
+    }
+
+    #[test]
+    fn a_training_length_of_zero_labels_lengths_without_a_multiple() {
+        let mut r = row("a", 0, 128, 1.0);
+        r.train_len = 0;
+        let md = results_markdown(&[r], None, "nonoverlap").unwrap();
+        assert!(md.starts_with("| model | seeds | 128 |\n"), "{md}");
     }
 
     #[test]
