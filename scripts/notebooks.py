@@ -515,9 +515,9 @@ def cmd_timings(args):
           f"{os.cpu_count()} cores); first cell:\n  " + dep_cell.replace("\n", "\n  "), flush=True)
     figures = {}
     if args.cold:
-        # A fresh build directory and an empty evcxr artifact cache: what a new machine pays.
+        # A fresh build directory: what a new machine pays.
         with tempfile.TemporaryDirectory() as tmp:
-            k = Kernel({"POSENC_EVCXR_DIR": f"{tmp}/evcxr", "XDG_CACHE_HOME": f"{tmp}/cache"})
+            k = Kernel({"POSENC_EVCXR_DIR": f"{tmp}/evcxr"})
             try:
                 figures["cold first cell"], _ = k.run(dep_cell)
             finally:
