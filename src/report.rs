@@ -177,35 +177,12 @@ mod tests {
     use super::*;
 
     fn row(scheme: &str, seed: u64, eval_len: usize, x: f64) -> ResultRow {
-        ResultRow {
-            scheme: scheme.into(),
-            variant: "base".into(),
-            train_len: 128,
-            eval_len,
-            mode: "nonoverlap".into(),
-            nats_per_byte: x,
-            std_error: 0.0,
-            bits_per_byte: 0.0,
-            perplexity: 0.0,
-            tokens_scored: 0,
-            steps: 1,
-            params: 1,
-            seed,
-            scaling_factor: None,
-        }
+        ResultRow::example(scheme, "base", eval_len, seed, x)
     }
 
     fn window(scheme: &str, seed: u64, eval_len: usize, start: usize, x: f64) -> WindowRow {
-        WindowRow {
-            scheme: scheme.into(),
-            variant: "base".into(),
-            seed,
-            mode: "nonoverlap".into(),
-            eval_len,
-            start,
-            bytes: eval_len,
-            nats_per_byte: x,
-        }
+        let key = WindowKey::new(scheme, "base", "nonoverlap", eval_len);
+        crate::summary::window(&key, seed, start, eval_len, x)
     }
 
     #[test]

@@ -62,6 +62,35 @@ pub struct WindowRow {
     pub nats_per_byte: f64,
 }
 
+#[cfg(test)]
+impl ResultRow {
+    /// A `nonoverlap` row of a model trained at 128 bytes, for tests: `nats` at `eval_len`.
+    pub(crate) fn example(
+        scheme: &str,
+        variant: &str,
+        eval_len: usize,
+        seed: u64,
+        nats: f64,
+    ) -> Self {
+        ResultRow {
+            scheme: scheme.into(),
+            variant: variant.into(),
+            train_len: 128,
+            eval_len,
+            mode: "nonoverlap".into(),
+            nats_per_byte: nats,
+            std_error: 0.01,
+            bits_per_byte: nats / std::f64::consts::LN_2,
+            perplexity: nats.exp(),
+            tokens_scored: 1000,
+            steps: 10,
+            params: 100,
+            seed,
+            scaling_factor: None,
+        }
+    }
+}
+
 impl ResultRow {
     /// `scheme` for base models, `scheme/variant` otherwise.
     pub fn label(&self) -> String {

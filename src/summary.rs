@@ -470,29 +470,31 @@ pub fn read_windows_dir(dir: &Path) -> Result<Vec<WindowRow>> {
     Ok(rows)
 }
 
+/// A window of `key` for tests.
+#[cfg(test)]
+pub(crate) fn window(
+    key: &WindowKey,
+    seed: u64,
+    start: usize,
+    bytes: usize,
+    nats_per_byte: f64,
+) -> WindowRow {
+    WindowRow {
+        scheme: key.scheme.clone(),
+        variant: key.variant.clone(),
+        seed,
+        mode: key.mode.clone(),
+        eval_len: key.eval_len,
+        start,
+        bytes,
+        nats_per_byte,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    fn window(
-        key: &WindowKey,
-        seed: u64,
-        start: usize,
-        bytes: usize,
-        nats_per_byte: f64,
-    ) -> WindowRow {
-        WindowRow {
-            scheme: key.scheme.clone(),
-            variant: key.variant.clone(),
-            seed,
-            mode: key.mode.clone(),
-            eval_len: key.eval_len,
-            start,
-            bytes,
-            nats_per_byte,
-        }
-    }
 
     fn keys() -> (WindowKey, WindowKey) {
         (
@@ -687,20 +689,8 @@ mod tests {
 
     fn result(variant: &str, eval_len: usize, seed: u64, nats: f64) -> ResultRow {
         ResultRow {
-            scheme: "rope".into(),
-            variant: variant.into(),
-            train_len: 128,
-            eval_len,
-            mode: "nonoverlap".into(),
-            nats_per_byte: nats,
-            std_error: 0.01,
-            bits_per_byte: nats / std::f64::consts::LN_2,
-            perplexity: nats.exp(),
-            tokens_scored: 1000,
-            steps: 10,
-            params: 100,
-            seed,
             scaling_factor: (variant == "ntk").then_some(2.0),
+            ..ResultRow::example("rope", variant, eval_len, seed, nats)
         }
     }
 

@@ -687,20 +687,8 @@ mod tests {
 
     fn row(scheme: &str, variant: &str, eval_len: usize, nats: f64) -> ResultRow {
         ResultRow {
-            scheme: scheme.into(),
-            variant: variant.into(),
             train_len: if variant.starts_with("ft-") { 256 } else { 128 },
-            eval_len,
-            mode: "nonoverlap".into(),
-            nats_per_byte: nats,
-            std_error: 0.01,
-            bits_per_byte: nats / std::f64::consts::LN_2,
-            perplexity: nats.exp(),
-            tokens_scored: 1000,
-            steps: 10,
-            params: 100,
-            seed: 0,
-            scaling_factor: None,
+            ..ResultRow::example(scheme, variant, eval_len, 0, nats)
         }
     }
 
