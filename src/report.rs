@@ -5,9 +5,9 @@
 //! For one window mode it prints a table of every model (scheme and variant) at every
 //! evaluated length: the mean $\bar x$ and sample standard deviation over the seeds of the
 //! loss in nats per byte ([`seed_summaries`]). With per-window losses it adds, for each model,
-//! the change from the training length to the longest length, $\bar D = \bar x_{L_{max}} -
-//! \bar x_{L_{train}}$, with its standard error from paired windows and seeds
-//! ([`paired_difference`]), and sorts the models into those whose loss rises, falls or stays
+//! the change from the shortest evaluated length (the base models' training length) to the
+//! longest, $\bar D = \bar x_{L_{max}} - \bar x_{L_{min}}$ (the same columns for every model),
+//! with its standard error from paired windows and seeds ([`paired_difference`]), and sorts the models into those whose loss rises, falls or stays
 //! within $z = 2$ standard errors.
 
 use std::fmt::Write;
@@ -20,8 +20,8 @@ use crate::Result;
 /// Differences smaller than this many standard errors are reported as "within".
 pub const Z: f64 = 2.0;
 
-/// The markdown table (and, with `windows`, the rise from the training length to the longest
-/// length and the sentence that sorts the models by it) of the rows of `mode`, models in the
+/// The markdown table (and, with `windows`, the change from the shortest length to the longest,
+/// the same two columns for every model, and the sentence that sorts the models by it) of the rows of `mode`, models in the
 /// order in which they first appear in `rows`, lengths ascending.
 ///
 /// Cells print $\bar x \pm \mathrm{sd}$ to 3 decimals (the mean alone with one seed); the
@@ -48,7 +48,9 @@ pub fn results_markdown(
     lengths.sort_unstable();
     lengths.dedup();
     let models = models_in_order(&summaries);
-    let train_len = summaries[0].train_len;
+    // Lengths are labelled as multiples of the shortest training length (the base models';
+    // a fine-tune trained longer is read against the same columns).
+    let train_len = summaries.iter().map(|s| s.train_len).min().unwrap_or(0);
 
     let mut out = String::new();
     let header: Vec<String> = lengths
@@ -61,8 +63,10 @@ pub fn results_markdown(
             }
         })
         .collect();
-    let longest = *lengths.last().unwrap_or(&train_len);
-    let change = format!("{longest} − {train_len}");
+    // The change column compares every model's longest and shortest columns, whatever length
+    // the model itself was trained at.
+    let (shortest, longest) = (lengths[0], lengths[lengths.len() - 1]);
+    let change = format!("{longest} − {shortest}");
     let _ = write!(out, "| model | seeds | {} |", header.join(" | "));
     if windows.is_some() {
         let _ = write!(out, " {change} |");
@@ -114,7 +118,7 @@ pub fn results_markdown(
         );
         if let Some(windows) = windows {
             let a = WindowKey::new(scheme, variant, mode, longest);
-            let b = WindowKey::new(scheme, variant, mode, cells[0].train_len);
+            let b = WindowKey::new(scheme, variant, mode, shortest);
             let d = paired_difference(windows, &a, &b)?;
             let _ = write!(out, " {:+.3} ± {:.3} |", d.mean, d.se);
             let which = if !d.exceeds(Z) {
@@ -131,7 +135,7 @@ pub fn results_markdown(
     if windows.is_some() {
         let _ = write!(
             out,
-            "\nFrom {train_len} to {longest} bytes (the change ± its standard error, paired over \
+            "\nFrom {shortest} to {longest} bytes (the change ± its standard error, paired over \
              windows and seeds; a verdict needs more than {Z} standard errors) the loss rises \
              for {}; it stays within {Z} standard errors for {}; it falls for {}.\n",
             list(&verdicts[0]),
@@ -244,6 +248,37 @@ mod tests {
             md,
             "| model | seeds | 128 (1x) | 512 (4x) |\n|---|---|---|---|\n| a | 1 | 1.235 | 2.000 |\n"
         );
+    }
+
+    #[test]
+    fn a_model_trained_longer_is_compared_on_the_same_columns() {
+        // ft trained at 256: its change is still 256 - 128 (0.5), not 256 - 256 (0)
+        let mut rows = vec![row("a", 0, 128, 1.0), row("a", 0, 256, 1.0)];
+        for (l, x) in [(128, 1.0), (256, 1.5)] {
+            rows.push(ResultRow {
+                train_len: 256,
+                ..ResultRow::example("a", "ft", l, 0, x)
+            });
+        }
+        let mut windows = Vec::new();
+        for (variant, lo, hi) in [("base", 1.0, 1.0), ("ft", 1.0, 1.5)] {
+            for (l, x) in [(128, lo), (256, hi)] {
+                for start in [0, 256] {
+                    let key = WindowKey::new("a", variant, "nonoverlap", l);
+                    windows.push(crate::summary::window(&key, 0, start, l, x));
+                }
+            }
+        }
+        let md = results_markdown(&rows, Some(&windows), "nonoverlap").unwrap();
+        assert!(
+            md.starts_with("| model | seeds | 128 (1x) | 256 (2x) | 256 − 128 |\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| a/ft | 1 | 1.000 | 1.500 | +0.500 ± 0.000 |"),
+            "{md}"
+        );
+        assert!(md.contains("From 128 to 256 bytes"), "{md}");
     }
 
     #[test]

@@ -45,7 +45,7 @@ enum Command {
     },
     /// The results table of a sweep's results folder as markdown: mean and standard deviation
     /// over seeds at each length and, with per-window losses, the paired change from the
-    /// training length to the longest (the README's results section).
+    /// shortest length to the longest (the README's results section).
     Report {
         /// The results folder: ppl_vs_length.csv and, when present, windows/*.csv.
         #[arg(long, default_value = "data/results")]
