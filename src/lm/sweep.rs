@@ -848,12 +848,8 @@ mod tests {
         assert!(!c.checkpoints.starts_with("data"), "{:?}", c.checkpoints);
         assert!(!c.results.starts_with("data"), "{:?}", c.results);
         c.validate().unwrap();
-        // the shipped configuration names data/ itself, and the staging configuration of a
-        // sweep in progress its own folders; both are the default apart from those
-        for (file, checkpoints) in [
-            ("sweep.json", "data/checkpoints"),
-            ("sweep-next.json", "data/sweep-next/checkpoints"),
-        ] {
+        // the shipped configuration names data/ itself and is the default apart from that
+        for (file, checkpoints) in [("sweep.json", "data/checkpoints")] {
             let path = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("data/configs")
                 .join(file);
