@@ -849,22 +849,19 @@ mod tests {
         assert!(!c.results.starts_with("data"), "{:?}", c.results);
         c.validate().unwrap();
         // the shipped configuration names data/ itself and is the default apart from that
-        for (file, checkpoints) in [("sweep.json", "data/checkpoints")] {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("data/configs")
-                .join(file);
-            let shipped = SweepConfig::read(&path).unwrap();
-            assert_eq!(shipped.checkpoints, Path::new(checkpoints), "{file}");
-            assert_eq!(
-                SweepConfig {
-                    checkpoints: c.checkpoints.clone(),
-                    results: c.results.clone(),
-                    ..shipped
-                },
-                c,
-                "data/configs/{file} is the default apart from its folders"
-            );
-        }
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/configs/sweep.json");
+        let shipped = SweepConfig::read(&path).unwrap();
+        assert_eq!(shipped.checkpoints, Path::new("data/checkpoints"));
+        assert_eq!(shipped.results, Path::new("data/results/ppl_vs_length.csv"));
+        assert_eq!(
+            SweepConfig {
+                checkpoints: c.checkpoints.clone(),
+                results: c.results.clone(),
+                ..shipped
+            },
+            c,
+            "data/configs/sweep.json is the default apart from its folders"
+        );
     }
 
     #[test]
