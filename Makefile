@@ -20,7 +20,7 @@ RELEASE_CARGO = env RUSTC_WORKSPACE_WRAPPER="$(or $(CLIPPY_DRIVER),$(error clipp
 test test-rust test-train model-tests smoke-sweep test-notebooks test-notebook-helpers: \
 	CLIPPY_ARGS := $(DENY_WARNINGS)
 
-.PHONY: lab test test-rust test-train model-tests smoke-sweep test-notebooks notebook-setup \
+.PHONY: lab test venv-background test-rust test-train model-tests smoke-sweep test-notebooks notebook-setup \
 	notebooks-check-clean notebooks-strip notebooks-prewarm html browser-check \
 	test-notebook-helpers notebook-timings sweep bench build fmt-check check-cli doc lab-check
 
@@ -36,8 +36,13 @@ lab: notebook-setup notebooks-prewarm
 build:
 	$(STAGE) build-binary $(RELEASE_CARGO) build --release $(TRAIN) --bin posenc
 
-# Every test: the Rust tests (model tests included), the smoke sweep, the notebooks.
-test: test-rust smoke-sweep test-notebooks
+# Every test: the Rust tests (model tests included), the smoke sweep, the notebooks. The
+# notebooks' Python environment installs in the background meanwhile (`notebook-setup` waits
+# for it).
+test: venv-background test-rust smoke-sweep test-notebooks
+
+venv-background:
+	scripts/setup venv-background
 
 # Every Rust test in one release build with the `train` feature (unit, golden, property, CLI
 # and model tests, linted by clippy as they compile), then the doc tests; formatting; and the
@@ -110,9 +115,10 @@ BROWSER_PAGES := $(NOTEBOOK_HTML)/00_quickstart.html $(NOTEBOOK_HTML)/11_perplex
 # notebook 11 there again would add about 80 s).
 LAB_PAGES := 00_quickstart.ipynb
 
-# venv (.venv/), evcxr_jupyter, the "rust" kernel; each step skips what is already there.
+# venv (.venv/), evcxr_jupyter, the "rust" kernel; each step skips what is already there. The
+# venv installs in the background while evcxr_jupyter builds.
 notebook-setup:
-	$(STAGE) notebook-setup scripts/setup venv evcxr kernel
+	$(STAGE) notebook-setup scripts/setup venv-background evcxr venv kernel
 
 # Executes every notebook in notebooks/ (NOTEBOOK_JOBS at a time, each with a fresh kernel;
 # fails on any error, on output written to stderr, or past NOTEBOOK_TIMEOUT), writes them as
