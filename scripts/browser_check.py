@@ -210,6 +210,10 @@ def http_ok(url):
         return None
 
 
+# Characters of the server's log printed when something fails (its end).
+LOG_TAIL = 6000
+
+
 class Lab:
     """JupyterLab on notebooks/, started by scripts/lab."""
 
@@ -243,7 +247,7 @@ class Lab:
     def url(self, notebook):
         return f"{self.base}/lab/tree/{notebook}?token={self.token}"
 
-    def log_text(self, chars=6000):
+    def log_text(self, chars=LOG_TAIL):
         """The end of the server's log, without the server's repeated "Nudge: attempt N" lines
         (one every 0.5 s while a kernel does not answer), which would push out the rest."""
         self.log.flush()
@@ -264,10 +268,6 @@ class Lab:
                     method="DELETE")
                 with urllib.request.urlopen(request, timeout=60):
                     pass
-
-    def save_log(self, path):
-        """The server's whole log (without its "Nudge" lines) into `path`."""
-        path.write_text(self.log_text(chars=None))
 
     def stop(self):
         if self.proc.poll() is None:
@@ -299,7 +299,8 @@ def report_lab_failure(lab, browser, name, label="failure"):
     stderr): its end printed, the whole of it saved beside the screenshot."""
     shot = SHOTS / f"lab-{Path(name).stem}-{label}.png"
     log = shot.with_suffix(".log")
-    lab.save_log(log)
+    text = lab.log_text(chars=None)
+    log.write_text(text)
     print(f"browser-check:   JupyterLab log {log.relative_to(ROOT)}", flush=True)
     try:
         browser.page.screenshot(path=str(shot))
@@ -310,7 +311,7 @@ def report_lab_failure(lab, browser, name, label="failure"):
         print(f"browser-check:   page error: {e}", flush=True)
     for u in browser.blocked:
         print(f"browser-check:   refused request: {u}", flush=True)
-    print(f"browser-check:   JupyterLab log (its end):\n{lab.log_text()}", flush=True)
+    print(f"browser-check:   JupyterLab log (its end):\n{text[-LOG_TAIL:]}", flush=True)
 
 
 # Seconds to wait for an opened notebook's kernel to be idle. It takes 12-19 s with the build
