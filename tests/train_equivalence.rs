@@ -28,9 +28,10 @@ use posenc::encodings::tupe::Tupe;
 use posenc::encodings::xl::{TransformerXl, XlDirection};
 use posenc::encodings::xpos::XPos;
 use posenc::lm::model::{
-    attend, int_tensor, AbsolutePositions, LayerPositions, Lm, ModelConfig, PositionContext,
-    PositionTerms, Scheme,
+    int_tensor, AbsolutePositions, AbsoluteRows, LayerPositions, Lm, ModelConfig, Ops,
+    PositionContext, Scheme,
 };
+use posenc::lm::ops::reference::attention_parts;
 use train_common::{array2, tensor2, tiny};
 
 fn vec1(t: Tensor<1>) -> Vec<f32> {
@@ -44,8 +45,9 @@ fn head(t: &Tensor<4>, h: usize) -> Array2<f32> {
 }
 
 /// The reference scheme of head `h`, built from the burn model's parameters.
-fn reference(c: &ModelConfig, lm: &Lm, terms: &PositionTerms, h: usize) -> Box<dyn PositionScheme> {
-    let p = lm.blocks[0].attn.positions.as_ref();
+fn reference(c: &ModelConfig, lm: &Lm, h: usize) -> Box<dyn PositionScheme> {
+    let attn = &lm.blocks[0].attn;
+    let p = &attn.positions;
     let dh = c.head_dim();
     let cols = s![.., h * dh..(h + 1) * dh];
     let t5 = |table: &Array2<f32>| {
@@ -59,16 +61,20 @@ fn reference(c: &ModelConfig, lm: &Lm, terms: &PositionTerms, h: usize) -> Box<d
         Scheme::Nope => Box::new(NoPe),
         Scheme::Sinusoidal | Scheme::Learned => unreachable!("checked by check_absolute"),
         Scheme::Shaw => {
-            let PositionTerms::Shaw { keys, values } = terms.clone() else {
-                panic!("Shaw terms expected")
+            let LayerPositions::Shaw(p) = p else {
+                panic!("Shaw parameters expected")
             };
             Box::new(
-                ShawRelative::from_tables(c.shaw_max_relative, array2(keys), array2(values))
-                    .unwrap(),
+                ShawRelative::from_tables(
+                    c.shaw_max_relative,
+                    array2(p.keys.val()),
+                    array2(p.values.val()),
+                )
+                .unwrap(),
             )
         }
         Scheme::Xl => {
-            let Some(LayerPositions::Xl(p)) = p else {
+            let LayerPositions::Xl(p) = p else {
                 panic!("XL parameters expected")
             };
             let w_r = array2(p.w_r.val()).slice(cols).to_owned();
@@ -77,21 +83,20 @@ fn reference(c: &ModelConfig, lm: &Lm, terms: &PositionTerms, h: usize) -> Box<d
             Box::new(TransformerXl::from_parts(w_r, u, v, XlDirection::Causal).unwrap())
         }
         Scheme::T5 => {
-            let Some(LayerPositions::T5(p)) = p else {
+            let LayerPositions::T5(p) = p else {
                 panic!("T5 parameters expected")
             };
             Box::new(t5(&array2(p.table.val())))
         }
         Scheme::Deberta => {
-            let PositionTerms::Deberta {
-                pos_key: pk,
-                pos_query: pq,
-            } = terms.clone()
-            else {
-                panic!("DeBERTa terms expected")
+            let LayerPositions::Deberta(p) = p else {
+                panic!("DeBERTa parameters expected")
             };
-            let [_, rows, _] = pk.dims();
-            let pick = |t: &Tensor<3>| array2(t.clone().narrow(0, h, 1).reshape([rows, dh]));
+            // K^r = E^r W_k, Q^r = E^r W_q, [2s, d_model]; head h's columns
+            let rel = array2(p.rel.val());
+            let pk = linear(&rel, &attn.key);
+            let pq = linear(&rel, &attn.query);
+            let pick = |t: &Array2<f32>| t.slice(cols).to_owned();
             let buckets = LogBuckets::new(c.deberta_bucket_size, c.deberta_max_position).unwrap();
             Box::new(
                 DebertaRelative::from_parts(
@@ -104,8 +109,7 @@ fn reference(c: &ModelConfig, lm: &Lm, terms: &PositionTerms, h: usize) -> Box<d
             )
         }
         Scheme::Tupe => {
-            let (Some(AbsolutePositions::Tupe(positions)), Some(LayerPositions::Tupe(p))) =
-                (&lm.positions, p)
+            let (AbsolutePositions::Tupe(positions), LayerPositions::Tupe(p)) = (&lm.positions, p)
             else {
                 panic!("TUPE parameters expected")
             };
@@ -122,13 +126,13 @@ fn reference(c: &ModelConfig, lm: &Lm, terms: &PositionTerms, h: usize) -> Box<d
         Scheme::Alibi => Box::new(Alibi::new(c.heads).unwrap()),
         Scheme::Xpos => Box::new(XPos::new(dh, DEFAULT_BASE, c.xpos_scale_base).unwrap()),
         Scheme::Kerple => {
-            let Some(LayerPositions::Kerple(p)) = p else {
+            let LayerPositions::Kerple(p) = p else {
                 panic!("Kerple parameters expected")
             };
             Box::new(Kerple::new(KerpleKind::Log, vec1(p.r1.val()), vec1(p.r2.val())).unwrap())
         }
         Scheme::Fire => {
-            let Some(LayerPositions::Fire(p)) = p else {
+            let LayerPositions::Fire(p) = p else {
                 panic!("FIRE parameters expected")
             };
             Box::new(
@@ -185,7 +189,16 @@ fn check_absolute(scheme: Scheme, seed: u64) -> f32 {
         .map(i64::from)
         .collect();
     // the model: its forward pass, attention weights of the first layer, [1, H, L, L]
-    let (_, probs) = lm.forward_traced(&c, &ctx, int_tensor(bytes.clone(), [1, l], &device), true);
+    let ops = Ops::new(Default::default(), &device);
+    let (_, probs) = lm
+        .forward_traced(
+            &c,
+            &ctx,
+            ops,
+            int_tensor(bytes.clone(), [1, l], &device),
+            true,
+        )
+        .unwrap();
     // the reference: sqrt(d) E[byte], [L, d]
     let e = array2(lm.embedding.val());
     let x = Array2::from_shape_fn((l, d), |(i, j)| {
@@ -194,7 +207,7 @@ fn check_absolute(scheme: Scheme, seed: u64) -> f32 {
     let absolute: Box<dyn PositionScheme> = match scheme {
         Scheme::Sinusoidal => Box::new(SinusoidalAbsolute::new(d).unwrap()),
         _ => Box::new({
-            let Some(AbsolutePositions::Learned(table)) = &lm.positions else {
+            let AbsolutePositions::Learned(table) = &lm.positions else {
                 panic!("a learned table expected")
             };
             LearnedAbsolute::from_table(array2(table.val())).unwrap()
@@ -218,10 +231,12 @@ fn check_absolute(scheme: Scheme, seed: u64) -> f32 {
         heads_out.slice_mut(cols).assign(&r.output);
     }
     // the block's attention output from the same normalised input, [L, d]
-    let (out, _) =
-        block
-            .attn
-            .forward_parts(&c, &ctx, tensor2(&normed, &device).reshape([1, l, d]), None);
+    let rows = lm.positions.rows(&ctx).unwrap();
+    let normed_input = tensor2(&normed, &device).reshape([1, l, d]);
+    let (out, _) = block
+        .attn
+        .forward_parts(&c, &ctx, &rows, ops, normed_input)
+        .unwrap();
     let reference_out = linear(&heads_out, &block.attn.out);
     worst.max(max_abs_diff(&array2(out.reshape([l, d])), &reference_out))
 }
@@ -257,17 +272,18 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
         .collect();
     let to4 = |a: &Array2<f32>| tensor2(a, &device).reshape([1, h, l, dh]);
     let (q, k, v) = (to4(&qkv[0]), to4(&qkv[1]), to4(&qkv[2]));
-    let tupe_p = match &lm.positions {
-        Some(AbsolutePositions::Tupe(p)) => Some(p.val()),
-        _ => None,
-    };
-    let terms = lm.blocks[0].attn.position_terms(&c, &ctx, tupe_p);
-    let parts = attend(q, k, v, &terms, &ctx, c.score_scale());
+    let ops = Ops::new(Default::default(), &device);
+    let rows: AbsoluteRows = lm.positions.rows(&ctx).unwrap();
+    let terms = lm.blocks[0]
+        .attn
+        .terms(&c, &ctx, &rows, ops, &q, &k)
+        .unwrap();
+    let parts = attention_parts(q, k, v, terms, c.score_scale());
     let mut worst = 0.0f32;
     for hh in 0..h {
         let rows = s![hh * l..(hh + 1) * l, ..];
         let (qh, kh, vh) = (qkv[0].slice(rows), qkv[1].slice(rows), qkv[2].slice(rows));
-        let scheme_ref = reference(&c, &lm, &terms, hh);
+        let scheme_ref = reference(&c, &lm, hh);
         let r = attention(qh, kh, vh, scheme_ref.as_ref(), hh, true).unwrap();
         worst = worst
             .max(max_abs_diff(&head(&parts.scores, hh), &r.scores))

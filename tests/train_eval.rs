@@ -191,7 +191,7 @@ fn exported_t5_bias_is_the_table_at_each_bucket() {
     let lm = Lm::new(&c, 3, &device).unwrap();
     let rows = posenc::lm::export::t5_bias(&lm, &info(&c), -40, 0).unwrap();
     assert_eq!(rows.len(), c.layers * c.heads * 41);
-    let Some(LayerPositions::T5(p)) = &lm.blocks[0].attn.positions else {
+    let LayerPositions::T5(p) = &lm.blocks[0].attn.positions else {
         panic!("T5 parameters expected")
     };
     let table = train_common::array2(p.table.val());

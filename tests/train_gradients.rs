@@ -8,7 +8,9 @@ mod train_common;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor, TensorData};
 use posenc::lm::checkpoint::ParamPath;
-use posenc::lm::model::{int_tensor, to_vec, Lm, ModelConfig, PositionContext, Scheme};
+use posenc::lm::model::{
+    int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
+};
 use train_common::{text, tiny};
 
 /// Adds `eps` to entry `index` of the parameter named `target`.
@@ -93,12 +95,16 @@ fn batch(c: &ModelConfig) -> (Vec<i64>, Vec<i64>) {
 fn loss(lm: &Lm, c: &ModelConfig, ctx: &PositionContext, device: &Device) -> f64 {
     let (x, y) = batch(c);
     let shape = [2, c.train_len];
-    let l = lm.loss(
-        c,
-        ctx,
-        int_tensor(x, shape, device),
-        int_tensor(y, shape, device),
-    );
+    let ops = Ops::new(Kernels::Fused, device);
+    let l = lm
+        .loss(
+            c,
+            ctx,
+            ops,
+            int_tensor(x, shape, device),
+            int_tensor(y, shape, device),
+        )
+        .unwrap();
     f64::from(to_vec(l)[0])
 }
 
@@ -152,9 +158,11 @@ fn position_parameter_gradients_match_finite_differences() {
             .loss(
                 &c,
                 &ctx,
+                Ops::new(Kernels::Fused, &device),
                 int_tensor(x, shape, &device),
                 int_tensor(y, shape, &device),
             )
+            .unwrap()
             .backward();
         let mut targets: Vec<&str> = position_params(scheme).to_vec();
         targets.push("blocks.0.attn.query.weight");
@@ -223,12 +231,16 @@ fn changing_a_byte_never_changes_an_earlier_loss() {
         let x: Vec<i64> = text(l, 9).iter().map(|&b| b as i64).collect();
         let y: Vec<i64> = text(l, 10).iter().map(|&b| b as i64).collect();
         let nll = |x: Vec<i64>| {
-            to_vec(lm.nll(
-                &c,
-                &ctx,
-                int_tensor(x, [1, l], &device),
-                int_tensor(y.clone(), [1, l], &device),
-            ))
+            to_vec(
+                lm.nll(
+                    &c,
+                    &ctx,
+                    Ops::new(Kernels::Fused, &device),
+                    int_tensor(x, [1, l], &device),
+                    int_tensor(y.clone(), [1, l], &device),
+                )
+                .unwrap(),
+            )
         };
         let base = nll(x.clone());
         for t in [1, l / 2, l - 1] {

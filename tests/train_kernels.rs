@@ -10,11 +10,98 @@ mod train_common;
 use burn::module::Module;
 use burn::nn::LayerNormConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use posenc::lm::kernels::{
-    attention, gelu_with, layer_norm_with, linear_with, nll_with, product_with,
-    reference_attention, rope_with, AttentionBias, Kernels,
-};
 use posenc::lm::model::{to_vec, ModelConfig, Scheme, LAYER_NORM_EPS};
+use posenc::lm::ops::fused::attention;
+use posenc::lm::ops::reference::attention as reference_attention;
+use posenc::lm::ops::{fused, reference, AttentionBias, Kernels, Ops};
+
+/// The operation of `kernels` (the fused one directly, so that a test of the fused kernel
+/// never falls back to the reference).
+fn gelu_with(x: Tensor<3>, kernels: Kernels) -> Tensor<3> {
+    match kernels {
+        Kernels::Fused => fused::gelu(x),
+        Kernels::Reference => reference::gelu(x),
+    }
+}
+
+fn layer_norm_with(
+    ln: &burn::nn::LayerNorm,
+    x: Tensor<3>,
+    eps: f32,
+    kernels: Kernels,
+) -> Tensor<3> {
+    match kernels {
+        Kernels::Fused => Ops::new(kernels, &x.device()).layer_norm(ln, x, eps),
+        Kernels::Reference => reference::layer_norm(ln, x),
+    }
+}
+
+fn linear_with<const D: usize>(
+    lin: &burn::nn::Linear,
+    x: Tensor<D>,
+    kernels: Kernels,
+) -> Tensor<D> {
+    Ops::new(kernels, &x.device()).linear(lin, x)
+}
+
+fn product_with(x: Tensor<3>, w: Tensor<2>, kernels: Kernels) -> Tensor<3> {
+    match kernels {
+        Kernels::Fused => fused::product(x, w),
+        Kernels::Reference => reference::product(x, w),
+    }
+}
+
+fn rope_with(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>, kernels: Kernels) -> Tensor<4> {
+    match kernels {
+        Kernels::Fused => fused::rope_half(x, cos, sin),
+        Kernels::Reference => reference::rope_half(x, cos, sin),
+    }
+}
+
+fn nll_with(logits: Tensor<3>, targets: Tensor<2, Int>, kernels: Kernels) -> Tensor<2> {
+    match kernels {
+        Kernels::Fused => fused::nll(logits, targets),
+        Kernels::Reference => reference::nll(logits, targets),
+    }
+}
+
+fn relative_gather_with(
+    a: Tensor<4>,
+    index: &Tensor<2, Int>,
+    transposed: bool,
+    kernels: Kernels,
+) -> Tensor<4> {
+    match kernels {
+        Kernels::Fused => fused::relative_gather(a, index, transposed),
+        Kernels::Reference => reference::relative_gather(a, index, transposed),
+    }
+}
+
+fn rotate_pairs_with(x: Tensor<4>, c: &Tensor<2>, s: &Tensor<2>, kernels: Kernels) -> Tensor<4> {
+    match kernels {
+        Kernels::Fused => fused::rotate_pairs(x, c, s),
+        Kernels::Reference => reference::rotate_pairs(x, c, s),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attention_relative_values(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    bias: Tensor<4>,
+    table: Tensor<2>,
+    index: &Tensor<2, Int>,
+    scale: f32,
+    kernels: Kernels,
+) -> Tensor<4> {
+    match kernels {
+        Kernels::Fused => fused::attention_relative_values(q, k, v, bias, table, index, scale),
+        Kernels::Reference => {
+            reference::attention_relative_values(q, k, v, bias, table, index, scale)
+        }
+    }
+}
 use posenc::lm::train::{train, TrainConfig, TrainRun};
 use train_common::{corpus, tiny};
 
@@ -502,7 +589,6 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
 /// below `L`; then central differences of the fused gradient.
 #[test]
 fn fused_relative_gather_matches_reference_and_finite_differences() {
-    use posenc::lm::kernels::relative_gather_with;
     let device = Device::flex().autodiff();
     for (l, r) in [(5, 3), (9, 16), (33, 33)] {
         let idx: Vec<i64> = (0..l * l)
@@ -558,9 +644,9 @@ fn fused_relative_gather_matches_reference_and_finite_differences() {
 #[test]
 fn xl_shift_index_gathers_what_rel_shift_shifts() {
     use posenc::encodings::rope::RopeScaling;
-    use posenc::lm::kernels::relative_gather_with;
-    use posenc::lm::model::attention::rel_shift;
-    use posenc::lm::model::{PositionContext, PositionObjects};
+    use posenc::lm::model::schemes::xl;
+    use posenc::lm::model::PositionContext;
+    use posenc::lm::ops::reference::rel_shift;
     let device = Device::flex().autodiff();
     for l in [1, 7, 40] {
         let c = ModelConfig {
@@ -568,13 +654,11 @@ fn xl_shift_index_gathers_what_rel_shift_shifts() {
             ..ModelConfig::default()
         };
         let ctx = PositionContext::new(&c, l, RopeScaling::None, &device).unwrap();
-        let PositionObjects::Xl { index, .. } = ctx.objects else {
-            panic!("XL context has its shift index")
-        };
+        let xl::Objects { index, .. } = ctx.objects::<xl::Objects>().unwrap();
         let raw = tensor([2, 3, l, l], 51, 1.0, &device);
         let gathered = to_vec(relative_gather_with(
             raw.clone(),
-            &index,
+            index,
             false,
             Kernels::Fused,
         ));
@@ -595,8 +679,7 @@ fn xl_shift_index_gathers_what_rel_shift_shifts() {
 /// the permutation leaves every product $q' \cdot k'$ as the unpermuted rotation gives it.
 #[test]
 fn fused_pair_rotation_matches_reference_and_keeps_products() {
-    use posenc::lm::kernels::rotate_pairs_with;
-    use posenc::lm::model::attention::rotate_interleaved;
+    use posenc::lm::ops::reference::rotate_interleaved;
     let device = Device::flex().autodiff();
     let (b, h, l, d) = (2, 3, 7, 8);
     let c = tensor([l, d / 2], 61, 1.0, &device);
@@ -656,7 +739,6 @@ fn fused_pair_rotation_matches_reference_and_keeps_products() {
 #[test]
 fn fused_attention_with_relative_values_matches_reference() {
     use posenc::encodings::shaw::relative_index_matrix;
-    use posenc::lm::kernels::attention_relative_values;
     let device = Device::flex().autodiff();
     let names = ["output", "dq", "dk", "dv", "dbias", "dtable"];
     for ([b, h, l, d], clip) in [([2, 2, 5, 8], 2), ([1, 3, 45, 16], 4), ([2, 1, 70, 8], 32)] {

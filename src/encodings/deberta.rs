@@ -267,14 +267,19 @@ impl DebertaRelative {
     }
 }
 
+/// The scale of content and position scores, $1/\sqrt{3d}$: three terms (c2c, c2p, p2c) of variance $d$ each.
+pub fn score_scale(head_dim: usize) -> f32 {
+    1.0 / (3.0 * head_dim as f32).sqrt()
+}
+
 impl PositionScheme for DebertaRelative {
     fn name(&self) -> String {
         "deberta".into()
     }
 
-    /// $1/\sqrt{3d}$: three terms of variance $d$ each.
+    /// [`score_scale`].
     fn score_scale(&self, head_dim: usize) -> f32 {
-        1.0 / (3.0 * head_dim as f32).sqrt()
+        score_scale(head_dim)
     }
 
     fn score_term(

@@ -153,6 +153,11 @@ impl Tupe {
     }
 }
 
+/// The scale of content and position scores, $1/\sqrt{2d}$ for content and position term alike.
+pub fn score_scale(head_dim: usize) -> f32 {
+    1.0 / (2.0 * head_dim as f32).sqrt()
+}
+
 impl PositionScheme for Tupe {
     fn name(&self) -> String {
         match self.bias {
@@ -161,9 +166,9 @@ impl PositionScheme for Tupe {
         }
     }
 
-    /// $1/\sqrt{2d}$ for content and position term alike.
+    /// [`score_scale`].
     fn score_scale(&self, head_dim: usize) -> f32 {
-        1.0 / (2.0 * head_dim as f32).sqrt()
+        score_scale(head_dim)
     }
 
     fn score_term(

@@ -14,9 +14,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::encodings::deberta::LogBuckets;
+use crate::encodings::deberta::{self, LogBuckets};
 use crate::encodings::rope::{RopeConfig, RopeScaling};
 use crate::encodings::t5::T5Buckets;
+use crate::encodings::tupe;
 use crate::error::{ensure, invalid, Result};
 
 /// Most blocks a model may have.
@@ -213,11 +214,21 @@ impl ModelConfig {
     /// The scale of content scores: $1/\sqrt{d_h}$, DeBERTa $1/\sqrt{3 d_h}$ (three terms),
     /// TUPE $1/\sqrt{2 d_h}$ (two terms), as the reference schemes' `score_scale`.
     pub fn score_scale(&self) -> f32 {
-        let dh = self.head_dim() as f32;
+        let dh = self.head_dim();
         match self.scheme {
-            Scheme::Deberta => 1.0 / (3.0 * dh).sqrt(),
-            Scheme::Tupe => 1.0 / (2.0 * dh).sqrt(),
-            _ => 1.0 / dh.sqrt(),
+            Scheme::Deberta => deberta::score_scale(dh),
+            Scheme::Tupe => tupe::score_scale(dh),
+            Scheme::Nope
+            | Scheme::Sinusoidal
+            | Scheme::Learned
+            | Scheme::Shaw
+            | Scheme::Xl
+            | Scheme::T5
+            | Scheme::Rope
+            | Scheme::Alibi
+            | Scheme::Xpos
+            | Scheme::Kerple
+            | Scheme::Fire => 1.0 / (dh as f32).sqrt(),
         }
     }
 
@@ -376,7 +387,15 @@ impl ModelConfig {
             Scheme::Deberta => {
                 LogBuckets::new(self.deberta_bucket_size, self.deberta_max_position)?;
             }
-            _ => {}
+            Scheme::Nope
+            | Scheme::Sinusoidal
+            | Scheme::Learned
+            | Scheme::Shaw
+            | Scheme::Xl
+            | Scheme::Alibi
+            | Scheme::Xpos
+            | Scheme::Kerple
+            | Scheme::Fire => {}
         }
         ensure(
             self.rope_base.is_finite() && self.rope_base > 1.0,

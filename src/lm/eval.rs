@@ -26,7 +26,9 @@ use crate::error::{invalid, Error, Result};
 use crate::lm::checkpoint::{write_atomic, CheckpointInfo};
 pub use crate::lm::config::{check_lengths, Mode};
 use crate::lm::data::{read_split, window_starts};
-use crate::lm::model::{int_tensor, to_vec, Kernels, Lm, ModelConfig, PositionContext, Scheme};
+use crate::lm::model::{
+    int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
+};
 use crate::results::csv_bytes;
 pub use crate::results::{ResultRow, WindowRow};
 
@@ -309,11 +311,12 @@ pub(crate) fn window_nll(
     model: &Lm,
     c: &ModelConfig,
     ctx: &PositionContext,
+    ops: Ops,
     text: &[u8],
     starts: &[usize],
     l: usize,
-    device: &Device,
-) -> Vec<f32> {
+) -> Result<Vec<f32>> {
+    let device = &ctx.device();
     let mut x = Vec::with_capacity(starts.len() * l);
     let mut y = Vec::with_capacity(starts.len() * l);
     for &s in starts {
@@ -321,12 +324,13 @@ pub(crate) fn window_nll(
         y.extend(text[s + 1..s + l + 1].iter().map(|&b| b as i64));
     }
     let shape = [starts.len(), l];
-    to_vec(model.nll(
+    Ok(to_vec(model.nll(
         c,
         ctx,
+        ops,
         int_tensor(x, shape, device),
         int_tensor(y, shape, device),
-    ))
+    )?))
 }
 
 /// The loss at each position `0..l` of every window starting at `starts`, one row per window.
@@ -342,7 +346,8 @@ fn window_losses(
     opts: &EvalOptions,
 ) -> Result<Vec<Vec<f32>>> {
     let progress = opts.progress;
-    let ctx = PositionContext::new(c, l, scaling, device)?.with_kernels(opts.kernels);
+    let ctx = PositionContext::new(c, l, scaling, device)?;
+    let ops = Ops::new(opts.kernels, device);
     let chunks: Vec<&[usize]> = starts.chunks(batch_for(l)).collect();
     let bar = if progress {
         let bar = ProgressBar::new(chunks.len() as u64);
@@ -358,7 +363,7 @@ fn window_losses(
     };
     let mut rows = Vec::with_capacity(starts.len());
     for chunk in chunks {
-        let nll = window_nll(model, c, &ctx, text, chunk, l, device);
+        let nll = window_nll(model, c, &ctx, ops, text, chunk, l)?;
         rows.extend(nll.chunks(l).map(<[f32]>::to_vec));
         bar.inc(1);
     }

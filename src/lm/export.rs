@@ -22,8 +22,7 @@ use crate::error::{ensure, invalid, Result};
 use crate::lm::checkpoint::CheckpointInfo;
 use crate::lm::config::MAX_LEN;
 use crate::lm::data::read_split;
-use crate::lm::model::positions::{T5Params, TupeParams};
-use crate::lm::model::{int_tensor, to_vec, LayerPositions, Lm, PositionContext, Scheme};
+use crate::lm::model::{int_tensor, to_vec, Kernels, Lm, Ops, PositionContext, Scheme};
 use crate::results::csv_bytes;
 
 /// One value of a learned T5 bias table.
@@ -72,10 +71,8 @@ pub fn t5_bias(model: &Lm, info: &CheckpointInfo, min: i64, max: i64) -> Result<
     let h = c.heads;
     let mut rows = Vec::new();
     for (layer, block) in model.blocks.iter().enumerate() {
-        let table = match &block.attn.positions {
-            Some(LayerPositions::T5(T5Params { table }))
-            | Some(LayerPositions::Tupe(TupeParams { table, .. })) => table,
-            _ => continue,
+        let Some(table) = block.attn.positions.bucket_table() else {
+            continue;
         };
         // B, [num_buckets, H] row-major
         let table = to_vec(table.val());
@@ -187,12 +184,14 @@ pub fn attention_map(
     }
     let (h, nb) = (c.heads, l / p);
     let ctx = PositionContext::new(c, l, c.rope_scaling, device)?;
+    let ops = Ops::new(Kernels::Fused, device);
     // sum over windows of A, [layers][H * nb * nb]
     let mut sums = vec![vec![0.0f32; h * nb * nb]; c.layers];
     for w in 0..opts.windows {
         let start = opts.offset + w * l;
         let bytes = text[start..start + l].iter().map(|&b| b as i64).collect();
-        let (_, probs) = model.forward_traced(c, &ctx, int_tensor(bytes, [1, l], device), true);
+        let (_, probs) =
+            model.forward_traced(c, &ctx, ops, int_tensor(bytes, [1, l], device), true)?;
         for (layer, alpha) in probs.into_iter().enumerate() {
             // [1, H, L, L] -> [H, nb, p, nb, p] -> sum over keys in a block, mean over queries
             let pooled = alpha

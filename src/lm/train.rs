@@ -22,7 +22,7 @@ pub use crate::lm::checkpoint::{load_model, read_info, CheckpointInfo, TrainStat
 pub use crate::lm::config::TrainConfig;
 use crate::lm::data::{read_split, train_batch, window_starts};
 use crate::lm::eval::window_nll;
-use crate::lm::model::{int_tensor, Kernels, Lm, ModelConfig, PositionContext};
+use crate::lm::model::{int_tensor, Kernels, Lm, ModelConfig, Ops, PositionContext};
 
 /// Options of one training run.
 #[derive(Debug, Clone)]
@@ -272,12 +272,11 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
     let c = info.model.clone();
     let tc = info.train.clone();
     tc.validate_for(&c)?;
-    let ctx =
-        PositionContext::new(&c, c.train_len, c.rope_scaling, &device)?.with_kernels(run.kernels);
+    let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &device)?;
+    let ops = Ops::new(run.kernels, &device);
     let validation = if tc.valid_every > 0 {
         let text = read_split(&run.corpus, "valid")?;
-        let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &run.device)?
-            .with_kernels(run.kernels);
+        let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &run.device)?;
         let starts = window_starts(text.len(), c.train_len, c.train_len, Some(tc.valid_bytes));
         if starts.is_empty() {
             return Err(invalid(
@@ -314,9 +313,10 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
         let loss = model.loss(
             &c,
             &ctx,
+            ops,
             int_tensor(x, shape, &device),
             int_tensor(y, shape, &device),
-        );
+        )?;
         let value = f64::from(crate::lm::model::to_vec(loss.clone())[0]);
         if !value.is_finite() {
             bar.abandon();
@@ -351,7 +351,7 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
         let done = step + 1;
         if let Some((text, starts, vctx)) = &validation {
             if done % tc.valid_every == 0 || done == tc.steps {
-                let loss = validation_loss(&model.valid(), &c, vctx, text, starts, &run.device)?;
+                let loss = validation_loss(&model.valid(), &c, vctx, ops, text, starts)?;
                 state.valid.push(ValidLoss { step: done, loss });
                 let msg = format!(
                     "{} step {done}: validation loss {loss:.4} nats/byte",
@@ -394,14 +394,14 @@ pub fn validation_loss(
     model: &Lm,
     c: &ModelConfig,
     ctx: &PositionContext,
+    ops: Ops,
     text: &[u8],
     starts: &[usize],
-    device: &Device,
 ) -> Result<f64> {
     let l = c.train_len;
     let mut total = 0.0f64;
     for chunk in starts.chunks(32) {
-        total += window_nll(model, c, ctx, text, chunk, l, device)
+        total += window_nll(model, c, ctx, ops, text, chunk, l)?
             .iter()
             .map(|&v| f64::from(v))
             .sum::<f64>();

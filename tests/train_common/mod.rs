@@ -33,7 +33,7 @@ pub fn array2(t: Tensor<2>) -> Array2<f32> {
 }
 
 #[allow(unused_imports)]
-pub use posenc::lm::model::context::tensor2;
+pub use posenc::lm::model::init::tensor2;
 
 /// Bytes of a pseudo-random text.
 pub fn text(n: usize, seed: u64) -> Vec<u8> {

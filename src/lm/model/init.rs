@@ -3,14 +3,12 @@
 
 use burn::module::Param;
 use burn::nn::Linear;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use ndarray::Array2;
 use ndarray_rand::rand::rngs::StdRng;
 use ndarray_rand::rand::SeedableRng;
 use ndarray_rand::rand_distr::{Distribution, Normal, Uniform};
 use ndarray_rand::RandomExt;
-
-use super::context::tensor2;
 
 /// $\mathcal N(0, \sigma^2)$ entries from a `StdRng` seeded by `seed`.
 pub fn normal(shape: (usize, usize), std: f32, seed: u64) -> Array2<f32> {
@@ -42,4 +40,23 @@ pub fn linear(d_in: usize, d_out: usize, rng: &mut StdRng, device: &Device) -> L
         weight: param2(&w, device),
         bias: Some(param1(&b, device)),
     }
+}
+
+/// `[rows, cols]` f32 array to a tensor.
+pub fn tensor2(a: &Array2<f32>, device: &Device) -> Tensor<2> {
+    let a = a.as_standard_layout();
+    Tensor::from_data(
+        TensorData::new(
+            a.iter().copied().collect::<Vec<_>>(),
+            [a.nrows(), a.ncols()],
+        ),
+        device,
+    )
+}
+
+/// `[rows, cols]` index array to an integer tensor.
+pub fn index2(a: &Array2<usize>, device: &Device) -> Tensor<2, Int> {
+    let a = a.as_standard_layout();
+    let values: Vec<i64> = a.iter().map(|&x| x as i64).collect();
+    Tensor::from_data(TensorData::new(values, [a.nrows(), a.ncols()]), device)
 }

@@ -8,13 +8,13 @@
 //! The input and output embeddings are tied ($E$, `[256, d]`). Position-only objects (tables,
 //! buckets, index matrices, frequencies, slopes, distance features) are built by
 //! [`crate::encodings`] as data ([`PositionContext`]); trainable position parameters live in
-//! the model ([`LayerPositions`], [`Lm::positions`]) and are applied by [`attention::attend`],
-//! which `tests/train_equivalence.rs` checks against the reference [`crate::attention::attention`].
+//! the model ([`LayerPositions`], [`Lm::positions`]); each scheme's trained form
+//! ([`schemes`]) combines the two into the [`ScoreTerms`] that [`Ops::attention`] applies, which
+//! `tests/train_equivalence.rs` checks against the reference [`crate::attention::attention`].
 
-pub mod attention;
 pub mod context;
 pub mod init;
-pub mod positions;
+pub mod schemes;
 
 use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear};
@@ -23,13 +23,12 @@ use ndarray_rand::rand::rngs::StdRng;
 use ndarray_rand::rand::SeedableRng;
 
 pub use crate::lm::config::{ModelConfig, Scheme};
-pub use crate::lm::kernels::Kernels;
-pub use attention::{attend, attend_fused, AttentionParts, PositionTerms};
-pub use context::{PositionContext, PositionObjects};
-pub use positions::{AbsolutePositions, LayerPositions};
+pub use crate::lm::ops::{Kernels, Ops};
+pub use context::PositionContext;
+pub use schemes::{AbsolutePositions, AbsoluteRows, LayerInput, LayerPositions};
 
 use crate::error::Result;
-use crate::lm::kernels::{gelu_with, layer_norm_with, linear_with, nll_with, product_with};
+use crate::lm::ops::{reference, AttentionParts, ScoreTerms};
 use init::{linear, normal, param2};
 
 /// Multi-head causal self-attention with the model's position scheme.
@@ -43,8 +42,8 @@ pub struct SelfAttention {
     pub value: Linear,
     /// $W_o$.
     pub out: Linear,
-    /// The scheme's trainable position parameters in this layer, if it has any.
-    pub positions: Option<LayerPositions>,
+    /// The scheme's trainable position parameters in this layer.
+    pub positions: LayerPositions,
 }
 
 /// One pre-LayerNorm Transformer block.
@@ -67,13 +66,17 @@ pub struct Block {
 pub struct Lm {
     /// Byte embeddings $E$, `[256, d_model]`, tied with the output layer.
     pub embedding: Param<Tensor<2>>,
-    /// The absolute table shared by all layers (learned absolute, TUPE), if the scheme has one.
-    pub positions: Option<AbsolutePositions>,
+    /// The scheme's model-level parameters: the absolute table shared by all layers
+    /// (learned absolute, TUPE), if it has one.
+    pub positions: AbsolutePositions,
     /// The blocks.
     pub blocks: Vec<Block>,
     /// Final LayerNorm.
     pub ln_final: LayerNorm,
 }
+
+/// $\epsilon$ of every LayerNorm (burn's default, `LayerNormConfig::new(d)`).
+pub const LAYER_NORM_EPS: f32 = 1e-5;
 
 impl Lm {
     /// A freshly initialised model: every weight drawn from a `StdRng` seeded by `seed` (so
@@ -116,24 +119,32 @@ impl Lm {
     }
 
     /// Logits `[B, L, 256]` for bytes `[B, L]`.
+    ///
+    /// # Errors
+    /// When `ctx` was built for another scheme.
     pub fn forward(
         &self,
         c: &ModelConfig,
         ctx: &PositionContext,
+        ops: Ops,
         tokens: Tensor<2, Int>,
-    ) -> Tensor<3> {
-        self.forward_traced(c, ctx, tokens, false).0
+    ) -> Result<Tensor<3>> {
+        Ok(self.forward_traced(c, ctx, ops, tokens, false)?.0)
     }
 
     /// Logits `[B, L, 256]` and, when `keep_probs`, the attention weights $\alpha_{ij}$ of every
-    /// layer, `[B, H, L, L]` each (empty otherwise).
+    /// layer, `[B, H, L, L]` each (empty otherwise), from the composed reference attention.
+    ///
+    /// # Errors
+    /// When `ctx` was built for another scheme.
     pub fn forward_traced(
         &self,
         c: &ModelConfig,
         ctx: &PositionContext,
+        ops: Ops,
         tokens: Tensor<2, Int>,
         keep_probs: bool,
-    ) -> (Tensor<3>, Vec<Tensor<4>>) {
+    ) -> Result<(Tensor<3>, Vec<Tensor<4>>)> {
         let [b, l] = tokens.dims();
         let d = c.d_model;
         // sqrt(d) E[byte], [B, L, d]
@@ -143,153 +154,148 @@ impl Lm {
             .select(0, tokens.reshape([b * l]))
             .reshape([b, l, d])
             .mul_scalar((d as f32).sqrt());
+        let rows = self.positions.rows(ctx)?;
         // + p_i for absolute schemes, [1, L, d]
-        if let Some(table) = self.absolute_table(ctx) {
-            x = add_positions(x, table);
+        if let AbsoluteRows::AddedToInput(table) = &rows {
+            x = x + table.clone().unsqueeze::<3>();
         }
-        let tupe_p = match &self.positions {
-            // p for positions 0..L (clamped to the table), [L, d]
-            Some(AbsolutePositions::Tupe(p)) => {
-                Some(p.val().select(0, ctx.clamped_positions.clone()))
-            }
-            _ => None,
-        };
         let mut probs = Vec::new();
-        let kernels = ctx.kernels;
         for block in &self.blocks {
-            let h = layer_norm_with(&block.ln_attn, x.clone(), LAYER_NORM_EPS, kernels);
+            let h = ops.layer_norm(&block.ln_attn, x.clone(), LAYER_NORM_EPS);
             let attended = if keep_probs {
-                let (attended, alpha) = block.attn.forward_parts(c, ctx, h, tupe_p.clone());
+                let (attended, alpha) = block.attn.forward_parts(c, ctx, &rows, ops, h)?;
                 probs.push(alpha);
                 attended
             } else {
-                block.attn.forward(c, ctx, h, tupe_p.clone())
+                block.attn.forward(c, ctx, &rows, ops, h)?
             };
             x = x + attended;
-            let h = layer_norm_with(&block.ln_ffn, x.clone(), LAYER_NORM_EPS, kernels);
-            let up = gelu_with(linear_with(&block.ffn_up, h, kernels), kernels);
-            x = x + linear_with(&block.ffn_down, up, kernels);
+            let h = ops.layer_norm(&block.ln_ffn, x.clone(), LAYER_NORM_EPS);
+            let up = ops.gelu(ops.linear(&block.ffn_up, h));
+            x = x + ops.linear(&block.ffn_down, up);
         }
-        let h = layer_norm_with(&self.ln_final, x, LAYER_NORM_EPS, kernels);
+        let h = ops.layer_norm(&self.ln_final, x, LAYER_NORM_EPS);
         // logits = h E^T, [B, L, 256]
-        (product_with(h, e.transpose(), kernels), probs)
-    }
-
-    /// The absolute table added to the input for positions `0..L`, `[L, d_model]`, if any.
-    fn absolute_table(&self, ctx: &PositionContext) -> Option<Tensor<2>> {
-        match (&self.positions, &ctx.objects) {
-            (Some(AbsolutePositions::Learned(table)), _) => {
-                Some(table.val().select(0, ctx.clamped_positions.clone()))
-            }
-            (_, PositionObjects::Sinusoidal(table)) => Some(table.clone()),
-            _ => None,
-        }
+        Ok((ops.product(h, e.transpose()), probs))
     }
 
     /// Per-position negative log-likelihood in nats, `[B, L]`, of `targets` given `tokens`.
+    ///
+    /// # Errors
+    /// When `ctx` was built for another scheme.
     pub fn nll(
         &self,
         c: &ModelConfig,
         ctx: &PositionContext,
+        ops: Ops,
         tokens: Tensor<2, Int>,
         targets: Tensor<2, Int>,
-    ) -> Tensor<2> {
+    ) -> Result<Tensor<2>> {
         // -log p(target) = log sum_j e^{x_j} - x_target, [B, L]
-        nll_with(self.forward(c, ctx, tokens), targets, ctx.kernels)
+        Ok(ops.nll(self.forward(c, ctx, ops, tokens)?, targets))
     }
 
     /// Mean cross-entropy in nats per byte (a scalar tensor, for training).
+    ///
+    /// # Errors
+    /// When `ctx` was built for another scheme.
     pub fn loss(
         &self,
         c: &ModelConfig,
         ctx: &PositionContext,
+        ops: Ops,
         tokens: Tensor<2, Int>,
         targets: Tensor<2, Int>,
-    ) -> Tensor<1> {
-        self.nll(c, ctx, tokens, targets).mean()
+    ) -> Result<Tensor<1>> {
+        Ok(self.nll(c, ctx, ops, tokens, targets)?.mean())
     }
-}
-
-/// $\epsilon$ of every LayerNorm (burn's default, `LayerNormConfig::new(d)`).
-pub const LAYER_NORM_EPS: f32 = 1e-5;
-
-/// $x + p$ with the table broadcast over the batch: `[B, L, d] + [L, d]`.
-pub fn add_positions(x: Tensor<3>, table: Tensor<2>) -> Tensor<3> {
-    x + table.unsqueeze::<3>()
 }
 
 impl SelfAttention {
     /// `[B, L, d_model] -> [B, L, d_model]`.
+    ///
+    /// # Errors
+    /// When `ctx` or `rows` were built for another scheme.
     pub fn forward(
         &self,
         c: &ModelConfig,
         ctx: &PositionContext,
+        rows: &AbsoluteRows,
+        ops: Ops,
         x: Tensor<3>,
-        tupe_p: Option<Tensor<2>>,
-    ) -> Tensor<3> {
-        if ctx.kernels == Kernels::Reference {
-            return self.forward_parts(c, ctx, x, tupe_p).0;
-        }
+    ) -> Result<Tensor<3>> {
         let [b, l, d] = x.dims();
-        let (q, k, v) = self.project(c, x, ctx.kernels);
-        let terms = self.position_terms(c, ctx, tupe_p);
-        let scale = c.score_scale();
-        let o = attend_fused(q, k, v, &terms, ctx, scale);
+        let (q, k, v) = self.project(c, x, ops);
+        let terms = self.terms(c, ctx, rows, ops, &q, &k)?;
+        let o = ops.attention(q, k, v, terms, c.score_scale());
         // [B, H, L, dh] -> [B, L, d]
-        linear_with(&self.out, o.swap_dims(1, 2).reshape([b, l, d]), ctx.kernels)
+        Ok(ops.linear(&self.out, o.swap_dims(1, 2).reshape([b, l, d])))
+    }
+
+    /// The output `[B, L, d_model]` and the attention weights `[B, H, L, L]`, from the composed
+    /// reference attention ([`reference::attention_parts`]).
+    ///
+    /// # Errors
+    /// When `ctx` or `rows` were built for another scheme.
+    pub fn forward_parts(
+        &self,
+        c: &ModelConfig,
+        ctx: &PositionContext,
+        rows: &AbsoluteRows,
+        ops: Ops,
+        x: Tensor<3>,
+    ) -> Result<(Tensor<3>, Tensor<4>)> {
+        let [b, l, d] = x.dims();
+        let (q, k, v) = self.project(c, x, ops);
+        let terms = self.terms(c, ctx, rows, ops, &q, &k)?;
+        let parts: AttentionParts = reference::attention_parts(q, k, v, terms, c.score_scale());
+        // [B, H, L, dh] -> [B, L, d]
+        let o = parts.output.swap_dims(1, 2).reshape([b, l, d]);
+        Ok((reference::linear(&self.out, o), parts.probs))
     }
 
     /// Queries, keys and values `[B, H, L, d_head]` of `x [B, L, d_model]`.
-    fn project(
+    pub fn project(
         &self,
         c: &ModelConfig,
         x: Tensor<3>,
-        kernels: Kernels,
+        ops: Ops,
     ) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
         let [b, l, _] = x.dims();
         let (h, dh) = (c.heads, c.head_dim());
         // [B, L, d] -> [B, H, L, dh]
         let split = |t: Tensor<3>| t.reshape([b, l, h, dh]).swap_dims(1, 2);
         (
-            split(linear_with(&self.query, x.clone(), kernels)),
-            split(linear_with(&self.key, x.clone(), kernels)),
-            split(linear_with(&self.value, x, kernels)),
+            split(ops.linear(&self.query, x.clone())),
+            split(ops.linear(&self.key, x.clone())),
+            split(ops.linear(&self.value, x)),
         )
     }
 
-    /// The output `[B, L, d_model]` and the attention weights `[B, H, L, L]`.
-    pub fn forward_parts(
+    /// The scheme's terms for this layer ([`LayerPositions::terms`]) for queries and keys
+    /// `[B, H, L, d_head]`.
+    ///
+    /// # Errors
+    /// When `ctx` or `rows` were built for another scheme.
+    pub fn terms(
         &self,
         c: &ModelConfig,
         ctx: &PositionContext,
-        x: Tensor<3>,
-        tupe_p: Option<Tensor<2>>,
-    ) -> (Tensor<3>, Tensor<4>) {
-        let [b, l, d] = x.dims();
-        let (q, k, v) = self.project(c, x, ctx.kernels);
-        let terms = self.position_terms(c, ctx, tupe_p);
-        let parts = attend(q, k, v, &terms, ctx, c.score_scale());
-        // [B, H, L, dh] -> [B, L, d]
-        let o = parts.output.swap_dims(1, 2).reshape([b, l, d]);
-        (self.out.forward(o), parts.probs)
-    }
-
-    /// The scheme's position terms for this layer: parameters combined with the context
-    /// ([`positions::position_terms`]).
-    pub fn position_terms(
-        &self,
-        c: &ModelConfig,
-        ctx: &PositionContext,
-        tupe_p: Option<Tensor<2>>,
-    ) -> PositionTerms {
-        positions::position_terms(
-            self.positions.as_ref(),
-            c,
+        rows: &AbsoluteRows,
+        ops: Ops,
+        q: &Tensor<4>,
+        k: &Tensor<4>,
+    ) -> Result<ScoreTerms> {
+        self.positions.terms(&LayerInput {
+            config: c,
             ctx,
-            &self.query,
-            &self.key,
-            tupe_p,
-        )
+            rows,
+            q,
+            k,
+            query: &self.query,
+            key: &self.key,
+            ops,
+        })
     }
 }
 

@@ -219,7 +219,7 @@ macro_rules! multiversion {
             fn body($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
-                if $crate::lm::kernels::simd::has_avx2_fma() {
+                if $crate::lm::ops::fused::simd::has_avx2_fma() {
                     #[target_feature(enable = "avx2,fma")]
                     unsafe fn fast($($arg: $ty),*) $(-> $ret)? {
                         body($($arg),*)

@@ -1,0 +1,279 @@
+//! The tensor operations of the language model, in two implementations chosen once per
+//! device: the composed burn operations of [`reference`] (the specification; any backend) and
+//! the fused CPU operations of [`fused`] (the Flex backend; one parallel pass forward and one
+//! backward each).
+//!
+//! [`Ops`] is that choice. The model calls every operation through it and never asks which
+//! backend it runs on; a position scheme hands its contribution to attention over as
+//! [`ScoreTerms`], which [`Ops::attention`] applies:
+//!
+//! ```math
+//! s_{ij} = c \ \big((R q_i + u) \cdot R k_j + t_{ij} + a_{ij}\big) + b_{ij}, \qquad
+//! o_i = \sum_{j \le i} \alpha_{ij} v_j + \sum_{j \le i} \alpha_{ij} a^V_{ij}.
+//! ```
+//!
+//! This module is a leaf of the crate's `lm` layer: it knows tensors, not schemes or models.
+
+pub mod fused;
+pub mod reference;
+
+use burn::backend::DispatchDevice;
+use burn::nn::{LayerNorm, Linear};
+use burn::tensor::{Device, Int, Tensor};
+
+/// Which implementation of attention, GELU, LayerNorm, linear layers and the loss a run asks
+/// for (the `--kernels` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Kernels {
+    /// burn's own operations, composed (the specification; any backend).
+    Reference,
+    /// One fused, parallel operation each (Flex CPU backend only).
+    #[default]
+    Fused,
+}
+
+/// Whether `device` is the Flex CPU backend (with or without autodiff).
+pub fn is_flex(device: &Device) -> bool {
+    let inner = device.clone().without_autodiff();
+    matches!(inner.as_dispatch(), DispatchDevice::Flex(_))
+}
+
+/// The operations a forward pass runs: the kernels asked for, where the device has them. The
+/// fused kernels exist for the Flex CPU backend only; on any other device [`Ops::new`] gives
+/// the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ops {
+    kernels: Kernels,
+}
+
+/// An additive score bias for the fused attention.
+#[derive(Debug, Clone)]
+pub enum AttentionBias {
+    /// None.
+    None,
+    /// `[H, L, L]`, the same for every sequence.
+    Heads(Tensor<3>),
+    /// `[B, H, L, L]`.
+    Batch(Tensor<4>),
+}
+
+/// A rotation of queries and keys, `[L, ·]` tables that are constants (no gradient).
+// one per layer and forward pass, moved, never stored in bulk: the larger variant costs nothing
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Rotation {
+    /// RoPE, half layout: $x \cos + \text{rotate\_half}(x) \sin$, `cos`, `sin` `[L, d_h]`.
+    Half {
+        /// $\cos(m\theta_i)$ for both halves.
+        cos: Tensor<2>,
+        /// $\sin(m\theta_i)$ for both halves.
+        sin: Tensor<2>,
+    },
+    /// xPos: adjacent pairs rotated and scaled, queries and keys with their own tables
+    /// `[L, d_h/2]`.
+    Pairs {
+        /// Query $\zeta^{m/B}\cos(m\theta_i)$.
+        q_cos: Tensor<2>,
+        /// Query $\zeta^{m/B}\sin(m\theta_i)$.
+        q_sin: Tensor<2>,
+        /// Key $\zeta^{-n/B}\cos(n\theta_i)$.
+        k_cos: Tensor<2>,
+        /// Key $\zeta^{-n/B}\sin(n\theta_i)$.
+        k_sin: Tensor<2>,
+    },
+}
+
+/// Relative value vectors $a^V_{ij} = w^V_{\text{index}_{ij}}$ (Shaw et al.).
+#[derive(Debug, Clone)]
+pub struct RelativeValues {
+    /// $w^V$, `[R, d_h]`, shared by the heads.
+    pub table: Tensor<2>,
+    /// The row of each (query, key), `[L, L]`, entries below `R`.
+    pub index: Tensor<2, Int>,
+}
+
+/// What a position scheme adds to causal attention (the symbols of the module formula); a
+/// scheme fills only its own terms.
+#[derive(Debug, Clone, Default)]
+pub struct ScoreTerms {
+    /// $R$: rotates $q$ and $k$ (RoPE, xPos).
+    pub rotation: Option<Rotation>,
+    /// $u$, added to the queries of the content score (Transformer-XL), `[H, d_h]`.
+    pub content_bias: Option<Tensor<2>>,
+    /// $t_{ij}$, a content-dependent score (Shaw, Transformer-XL, DeBERTa), `[B, H, L, L]`.
+    pub relative: Option<Tensor<4>>,
+    /// $a_{ij}$, a content-free score scaled like $q \cdot k$ (TUPE's untied term), `[H, L, L]`.
+    pub absolute: Option<Tensor<3>>,
+    /// $b_{ij}$, a content-free bias added after scaling (T5, ALiBi, Kerple, FIRE), `[H, L, L]`.
+    pub bias: Option<Tensor<3>>,
+    /// $a^V_{ij}$, relative value vectors (Shaw).
+    pub values: Option<RelativeValues>,
+}
+
+/// Scores, weights and output of the composed attention, all heads.
+#[derive(Debug, Clone)]
+pub struct AttentionParts {
+    /// $s_{ij}$, `[B, H, L, L]`, $-\infty$ above the diagonal.
+    pub scores: Tensor<4>,
+    /// $\alpha_{ij}$, `[B, H, L, L]`.
+    pub probs: Tensor<4>,
+    /// $o_i$, `[B, H, L, d_h]`.
+    pub output: Tensor<4>,
+}
+
+impl Ops {
+    /// The fused kernels where `kernels` asks for them and `device` is Flex; otherwise the
+    /// reference.
+    pub fn new(kernels: Kernels, device: &Device) -> Self {
+        let fused = kernels == Kernels::Fused && is_flex(device);
+        Self {
+            kernels: if fused {
+                Kernels::Fused
+            } else {
+                Kernels::Reference
+            },
+        }
+    }
+
+    /// The composed reference operations (any device).
+    pub fn reference() -> Self {
+        Self {
+            kernels: Kernels::Reference,
+        }
+    }
+
+    /// The kernels in effect.
+    pub fn kernels(self) -> Kernels {
+        self.kernels
+    }
+
+    fn fused(self) -> bool {
+        self.kernels == Kernels::Fused
+    }
+
+    /// Causal attention of `q, k, v [B, H, L, d_h]` with a scheme's `terms` and scale $c$
+    /// (the module formula), `[B, H, L, d_h]`. Fused: rotations applied to $q, k$ first, $u$
+    /// added to the queries, every other score term folded into one additive bias
+    /// $c\,(t_{ij} + a_{ij}) + b_{ij}$ (`[H, L, L]` when it does not depend on the content,
+    /// `[B, H, L, L]` otherwise) whose gradient flows back to the scheme's parameters, and
+    /// relative values added inside the attention. Reference:
+    /// [`reference::attention_parts`].
+    pub fn attention(
+        self,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        terms: ScoreTerms,
+        scale: f32,
+    ) -> Tensor<4> {
+        if !self.fused() {
+            return reference::attention_parts(q, k, v, terms, scale).output;
+        }
+        let [_, h, _, dh] = q.dims();
+        let (q, k) = match &terms.rotation {
+            Some(Rotation::Half { cos, sin }) => {
+                (fused::rope_half(q, cos, sin), fused::rope_half(k, cos, sin))
+            }
+            // queries and keys rotated and permuted alike (q' . k' unchanged)
+            Some(Rotation::Pairs {
+                q_cos,
+                q_sin,
+                k_cos,
+                k_sin,
+            }) => (
+                fused::rotate_pairs(q, q_cos, q_sin),
+                fused::rotate_pairs(k, k_cos, k_sin),
+            ),
+            None => (q, k),
+        };
+        // content-free part of the bias, [H, L, L]: b_ij + c a_ij
+        let heads = match (terms.bias, terms.absolute) {
+            (Some(b), Some(a)) => Some(b + a.mul_scalar(scale)),
+            (None, Some(a)) => Some(a.mul_scalar(scale)),
+            (b, None) => b,
+        };
+        let bias = match (terms.relative, heads) {
+            (Some(t), Some(b)) => AttentionBias::Batch(t.mul_scalar(scale) + b.unsqueeze::<4>()),
+            (Some(t), None) => AttentionBias::Batch(t.mul_scalar(scale)),
+            (None, Some(b)) => AttentionBias::Heads(b),
+            (None, None) => AttentionBias::None,
+        };
+        // (q_i + u) . k_j
+        let q = match terms.content_bias {
+            Some(u) => q + u.reshape([1, h, 1, dh]),
+            None => q,
+        };
+        match (terms.values, bias) {
+            (Some(values), bias) => {
+                let [b, _, l, _] = k.dims();
+                let bias = match bias {
+                    AttentionBias::Batch(t) => t,
+                    AttentionBias::Heads(t) => t.unsqueeze::<4>().expand([b, h, l, l]),
+                    AttentionBias::None => Tensor::zeros([b, h, l, l], &q.device()),
+                };
+                fused::attention_relative_values(q, k, v, bias, values.table, &values.index, scale)
+            }
+            (None, bias) => fused::attention(q, k, v, bias, scale),
+        }
+    }
+
+    /// `linear.forward(x)`, $xW + b$.
+    pub fn linear<const D: usize>(self, linear: &Linear, x: Tensor<D>) -> Tensor<D> {
+        match (&linear.bias, self.fused()) {
+            (Some(b), true) => fused::linear(x, linear.weight.val(), b.val()),
+            _ => reference::linear(linear, x),
+        }
+    }
+
+    /// $xW$ of `x [..., n_in]` and `w [n_in, n_out]`.
+    pub fn product(self, x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
+        if self.fused() {
+            fused::product(x, w)
+        } else {
+            reference::product(x, w)
+        }
+    }
+
+    /// Exact GELU $x\Phi(x)$.
+    pub fn gelu(self, x: Tensor<3>) -> Tensor<3> {
+        if self.fused() {
+            fused::gelu(x)
+        } else {
+            reference::gelu(x)
+        }
+    }
+
+    /// `ln.forward(x)`: LayerNorm over the last axis with $\epsilon$ `eps`.
+    pub fn layer_norm(self, ln: &LayerNorm, x: Tensor<3>, eps: f32) -> Tensor<3> {
+        match (&ln.beta, self.fused()) {
+            (Some(beta), true) => fused::layer_norm(x, ln.gamma.val(), beta.val(), eps),
+            _ => reference::layer_norm(ln, x),
+        }
+    }
+
+    /// Per-position negative log-likelihood `[B, L]` of `targets [B, L]` under
+    /// `logits [B, L, V]`, $\log\sum_j e^{x_j} - x_t$.
+    pub fn nll(self, logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<2> {
+        if self.fused() {
+            fused::nll(logits, targets)
+        } else {
+            reference::nll(logits, targets)
+        }
+    }
+
+    /// The relative-position gather ([`reference::relative_gather`]).
+    pub fn relative_gather(
+        self,
+        a: Tensor<4>,
+        index: &Tensor<2, Int>,
+        transposed: bool,
+    ) -> Tensor<4> {
+        if self.fused() {
+            fused::relative_gather(a, index, transposed)
+        } else {
+            reference::relative_gather(a, index, transposed)
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Every operation of the model composed of burn's own operations: the specification that
+//! [`super::fused`] is tested against (values, gradients, finite differences), and what runs on
+//! any device that is not Flex.
+
+use burn::nn::{LayerNorm, Linear};
+use burn::tensor::activation::{gelu as burn_gelu, log_softmax, softmax};
+use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor};
+
+use super::{AttentionBias, AttentionParts, Rotation, ScoreTerms};
+
+/// $xW + b$ (`linear.forward`).
+pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
+    linear.forward(x)
+}
+
+/// $xW$ of `x [..., n_in]` and `w [n_in, n_out]`.
+pub fn product(x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
+    x.matmul(w.unsqueeze::<3>())
+}
+
+/// Exact GELU $x\Phi(x)$.
+pub fn gelu(x: Tensor<3>) -> Tensor<3> {
+    burn_gelu(x)
+}
+
+/// LayerNorm (`ln.forward`).
+pub fn layer_norm(ln: &LayerNorm, x: Tensor<3>) -> Tensor<3> {
+    ln.forward(x)
+}
+
+/// $\log\sum_j e^{x_j} - x_t$ per position, `[B, L]`, of `targets [B, L]` under
+/// `logits [B, L, V]`.
+pub fn nll(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<2> {
+    let [b, l, _] = logits.dims();
+    log_softmax(logits, 2)
+        .gather(2, targets.reshape([b, l, 1]))
+        .reshape([b, l])
+        .neg()
+}
+
+/// RoPE in the half layout: $x \cos + \text{rotate\_half}(x) \sin$, with
+/// $\text{rotate\_half}(x) = [-x_2, x_1]$; `x [B, H, L, D]`, `cos`, `sin` `[L, D]`.
+pub fn rope_half(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<4> {
+    let d = x.dims()[3];
+    let x1 = x.clone().narrow(3, 0, d / 2);
+    let x2 = x.clone().narrow(3, d / 2, d / 2);
+    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+    x * cos.clone().unsqueeze::<4>() + rotated * sin.clone().unsqueeze::<4>()
+}
+
+/// Interleaved rotation with scaling (xPos): pairs $(x_{2i}, x_{2i+1}) \mapsto
+/// (x_{2i} C - x_{2i+1} S,\ x_{2i+1} C + x_{2i} S)$ with $C = s\cos$, $S = s\sin$ `[L, D/2]`.
+pub fn rotate_interleaved(x: Tensor<4>, c: &Tensor<2>, s: &Tensor<2>) -> Tensor<4> {
+    let [b, h, l, d] = x.dims();
+    // [B, H, L, d/2, 2]
+    let pairs = x.reshape([b, h, l, d / 2, 2]);
+    let x0 = pairs.clone().narrow(4, 0, 1);
+    let x1 = pairs.narrow(4, 1, 1);
+    // [L, d/2] -> [1, 1, L, d/2, 1]
+    let c = c.clone().reshape([1, 1, l, d / 2, 1]);
+    let s = s.clone().reshape([1, 1, l, d / 2, 1]);
+    let y0 = x0.clone() * c.clone() - x1.clone() * s.clone();
+    let y1 = x1 * c + x0 * s;
+    Tensor::cat(vec![y0, y1], 4).reshape([b, h, l, d])
+}
+
+/// [`rotate_interleaved`] **written in the half layout** (first members, then second members):
+/// the rotation followed by one fixed permutation of the head dimensions, which leaves
+/// $q' \cdot k'$ unchanged when queries and keys both get it. The layout the fused rotation
+/// writes ([`super::fused::rotate_pairs`]).
+pub fn rotate_pairs(x: Tensor<4>, c: &Tensor<2>, s: &Tensor<2>) -> Tensor<4> {
+    let [b, h, l, d] = x.dims();
+    // [.., d/2, 2] -> [.., 2, d/2]: even dimensions first, then odd
+    rotate_interleaved(x, c, s)
+        .reshape([b, h, l, d / 2, 2])
+        .swap_dims(3, 4)
+        .reshape([b, h, l, d])
+}
+
+/// Transformer-XL's shift: `raw[.., i, r]` holds distance $L-1-r$; the result holds distance
+/// $i - j$ at `[.., i, j]` for $j \le i$ (junk above the diagonal, masked later). Pad a zero
+/// column in front, view `[L+1, L]`, drop the first row, view `[L, L]`.
+pub fn rel_shift(raw: Tensor<4>) -> Tensor<4> {
+    let [b, h, l, _] = raw.dims();
+    let zeros = Tensor::<4>::zeros([b, h, l, 1], &raw.device());
+    Tensor::cat(vec![zeros, raw], 3)
+        .reshape([b, h, l + 1, l])
+        .narrow(2, 1, l)
+        .reshape([b, h, l, l])
+}
+
+/// `index [L, M]` broadcast to `[B, H, L, M]` for `gather` / `scatter` along the last axis.
+fn expand_index(index: &Tensor<2, Int>, b: usize, h: usize) -> Tensor<4, Int> {
+    let [l, m] = index.dims();
+    index.clone().unsqueeze::<4>().expand([b, h, l, m])
+}
+
+/// The relative-position gather of `a [B, H, L, R]` by `index [L, L]` (entries below `R`),
+/// `[B, H, L, L]`: $y_{ij} = a_{i,\,\text{index}_{ij}}$, or $a_{j,\,\text{index}_{ij}}$ when
+/// `transposed` (DeBERTa's c2p and p2c, Transformer-XL's shift, Shaw's keys): burn's `gather`
+/// of the broadcast index (and `swap_dims` when transposed).
+pub fn relative_gather(a: Tensor<4>, index: &Tensor<2, Int>, transposed: bool) -> Tensor<4> {
+    let [b, h, _, _] = a.dims();
+    let idx = expand_index(index, b, h);
+    if transposed {
+        a.gather(3, idx.swap_dims(2, 3)).swap_dims(2, 3)
+    } else {
+        a.gather(3, idx)
+    }
+}
+
+/// `true` above the diagonal (future keys, masked), broadcast to `[B, H, L, L]`.
+fn causal_mask(b: usize, h: usize, l: usize, device: &burn::tensor::Device) -> Tensor<4, Bool> {
+    Tensor::<2, Bool>::tril_mask([l, l], 0, device)
+        .unsqueeze::<4>()
+        .expand([b, h, l, l])
+}
+
+/// $\operatorname{softmax}_j$ over keys $j \le i$ of scores `[B, H, L, L]`: the keys after
+/// each query masked to $-\infty$, then burn's softmax.
+pub fn causal_softmax(scores: Tensor<4>) -> Tensor<4> {
+    let [b, h, l, _] = scores.dims();
+    let mask = causal_mask(b, h, l, &scores.device());
+    softmax(scores.mask_fill(mask, f32::NEG_INFINITY), 3)
+}
+
+/// $\sum_r \big(\sum_{j:\ \text{index}_{ij} = r} \alpha_{ij}\big)\, a^V_r$, `[B, H, L, D]`: the
+/// weights scattered per table row, then one product with the table.
+fn relative_value_term(probs: &Tensor<4>, table: Tensor<2>, index: &Tensor<2, Int>) -> Tensor<4> {
+    let [b, h, l, _] = probs.dims();
+    let rows = table.dims()[0];
+    let per_row = Tensor::<4>::zeros([b, h, l, rows], &probs.device()).scatter(
+        3,
+        expand_index(index, b, h),
+        probs.clone(),
+        IndexingUpdateOp::Add,
+    );
+    per_row.matmul(table.unsqueeze::<4>())
+}
+
+/// Causal attention of `q, k, v [B, H, L, D]` with an additive bias,
+/// $\operatorname{softmax}(c\,QK^\top + b)V$: matmul, mask, softmax, matmul.
+pub fn attention(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    bias: AttentionBias,
+    scale: f32,
+) -> Tensor<4> {
+    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+    match bias {
+        AttentionBias::None => {}
+        AttentionBias::Heads(bias) => scores = scores + bias.unsqueeze::<4>(),
+        AttentionBias::Batch(bias) => scores = scores + bias,
+    }
+    causal_softmax(scores).matmul(v)
+}
+
+/// Causal attention with a per-sequence score bias `[B, H, L, L]` and relative value vectors
+/// `table [R, D]` at `index [L, L]` (Shaw et al.):
+///
+/// ```math
+/// o_i = \sum_{j \le i} \alpha_{ij} \big(v_j + a^V_{\text{index}_{ij}}\big), \qquad
+/// \alpha_{ij} = \operatorname{softmax}_j(c\, q_i \cdot k_j + b_{ij}).
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn attention_relative_values(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    bias: Tensor<4>,
+    table: Tensor<2>,
+    index: &Tensor<2, Int>,
+    scale: f32,
+) -> Tensor<4> {
+    let probs = causal_softmax(q.matmul(k.swap_dims(2, 3)).mul_scalar(scale) + bias);
+    let values = relative_value_term(&probs, table, index);
+    probs.matmul(v) + values
+}
+
+/// The model's causal attention with a scheme's terms ([`super::Ops::attention`]'s formula),
+/// every intermediate kept: rotate, score, scale, bias, mask, softmax, weigh the values.
+pub fn attention_parts(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    terms: ScoreTerms,
+    scale: f32,
+) -> AttentionParts {
+    let [b, h, l, dh] = q.dims();
+    let (q, k) = match &terms.rotation {
+        Some(Rotation::Half { cos, sin }) => (rope_half(q, cos, sin), rope_half(k, cos, sin)),
+        Some(Rotation::Pairs {
+            q_cos,
+            q_sin,
+            k_cos,
+            k_sin,
+        }) => (
+            rotate_interleaved(q, q_cos, q_sin),
+            rotate_interleaved(k, k_cos, k_sin),
+        ),
+        None => (q, k),
+    };
+    let kt = k.swap_dims(2, 3);
+    // (R q_i + u) . R k_j, [B, H, L, L]
+    let mut scores = match terms.content_bias {
+        Some(u) => (q + u.reshape([1, h, 1, dh])).matmul(kt),
+        None => q.matmul(kt),
+    };
+    // + t_ij + a_ij
+    if let Some(t) = terms.relative {
+        scores = scores + t;
+    }
+    if let Some(a) = terms.absolute {
+        scores = scores + a.unsqueeze::<4>();
+    }
+    // c (...) + b_ij
+    scores = scores.mul_scalar(scale);
+    if let Some(bias) = terms.bias {
+        scores = scores + bias.unsqueeze::<4>();
+    }
+    let scores = scores.mask_fill(causal_mask(b, h, l, &v.device()), f32::NEG_INFINITY);
+    let probs = softmax(scores.clone(), 3);
+    let mut output = probs.clone().matmul(v);
+    if let Some(values) = terms.values {
+        output = output + relative_value_term(&probs, values.table, &values.index);
+    }
+    AttentionParts {
+        scores,
+        probs,
+        output,
+    }
+}
