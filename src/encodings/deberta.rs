@@ -34,11 +34,9 @@
 //! ```
 
 use ndarray::{Array2, ArrayView2};
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Normal;
-use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
+use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
@@ -187,11 +185,10 @@ impl DebertaRelative {
         seed: u64,
     ) -> Result<Self> {
         ensure(head_dim >= 1, "head_dim", head_dim, "at least 1")?;
-        let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
-        let normal = Normal::new(0.0f32, 1.0).map_err(|e| invalid("std", 1.0, e.to_string()))?;
+        let mut init = Seeded::new(seed);
         let rows = 2 * span;
-        let pos_key = Array2::random_using((rows, head_dim), normal, &mut rng);
-        let pos_query = Array2::random_using((rows, head_dim), normal, &mut rng);
+        let pos_key = init.normal((rows, head_dim), 1.0)?;
+        let pos_query = init.normal((rows, head_dim), 1.0)?;
         Self::from_parts(buckets, span, pos_key, pos_query)
     }
 
@@ -297,10 +294,7 @@ mod tests {
     use super::*;
     use crate::attention::attention;
 
-    fn random(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
-        let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
-        Array2::random_using((rows, cols), Normal::new(0.0f32, 1.0).unwrap(), &mut rng)
-    }
+    use crate::encodings::init::seeded_normal as random;
 
     /// The reference's p2c steps, transcribed literally: r_pos over keys x keys,
     /// p2c_pos = clip(-r_pos + s), gather k Q^r^T along the last axis, transpose.

@@ -22,12 +22,9 @@
 //! normaliser; here $\psi(\max(L, i)) \ge \psi(L) > 0$ already, so no $\varepsilon$ is needed.
 
 use ndarray::{Array1, Array2};
-use ndarray_rand::rand::rngs::StdRng;
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Uniform;
-use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
+use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
@@ -99,19 +96,14 @@ impl Fire {
     pub fn new(heads: usize, hidden: usize, c: f32, threshold: f32, seed: u64) -> Result<Self> {
         ensure(heads >= 1, "heads", heads, ">= 1")?;
         ensure(hidden >= 1, "hidden", hidden, ">= 1")?;
-        let mut rng = StdRng::seed_from_u64(seed);
-        let uniform = |bound: f32| {
-            Uniform::new_inclusive(-bound, bound)
-                .map_err(|e| invalid("hidden", hidden, e.to_string()))
-        };
+        let mut init = Seeded::new(seed);
         // fan-in 1: U(-1, 1)
-        let first = uniform(1.0)?;
-        let w1 = Array1::random_using(hidden, first, &mut rng);
-        let b1 = Array1::random_using(hidden, first, &mut rng);
+        let w1 = init.uniform_vec(hidden, 1.0)?;
+        let b1 = init.uniform_vec(hidden, 1.0)?;
         // fan-in hidden: U(-1/sqrt(hidden), 1/sqrt(hidden))
-        let second = uniform(1.0 / (hidden as f32).sqrt())?;
-        let w2 = Array2::random_using((hidden, heads), second, &mut rng);
-        let b2 = Array1::random_using(heads, second, &mut rng);
+        let second = 1.0 / (hidden as f32).sqrt();
+        let w2 = init.uniform((hidden, heads), second)?;
+        let b2 = init.uniform_vec(heads, second)?;
         Self::from_weights(w1, b1, w2, b2, c, threshold)
     }
 

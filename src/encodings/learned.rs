@@ -18,14 +18,11 @@
 //! ```
 
 use ndarray::{Array2, ArrayView2};
-use ndarray_rand::rand::rngs::StdRng;
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Normal;
-use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
+use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
-use crate::error::{ensure, ensure_shape, invalid, Error, Result};
+use crate::error::{ensure, ensure_shape, Error, Result};
 
 /// BERT's initialisation standard deviation, 0.02.
 pub const DEFAULT_STD: f32 = 0.02;
@@ -73,10 +70,8 @@ impl LearnedAbsolute {
             std,
             "a finite number > 0",
         )?;
-        let normal = Normal::new(0.0f32, std).map_err(|e| invalid("std", std, e.to_string()))?;
-        let mut rng = StdRng::seed_from_u64(seed);
         // E_{p,c} ~ N(0, std^2), [P, d]
-        let table = Array2::random_using((max_positions, dim), normal, &mut rng);
+        let table = Seeded::new(seed).normal((max_positions, dim), std)?;
         Ok(Self { table })
     }
 

@@ -22,6 +22,7 @@
 pub mod alibi;
 pub mod deberta;
 pub mod fire;
+pub mod init;
 pub mod kerple;
 pub mod learned;
 pub mod nope;

@@ -22,11 +22,9 @@
 //! with $w^K, w^V \in \mathbb{R}^{(2k+1) \times d}$.
 
 use ndarray::{Array2, Array3, ArrayView2};
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Normal;
-use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
+use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
@@ -99,11 +97,10 @@ impl ShawRelative {
             std,
             "a finite number > 0",
         )?;
-        let normal = Normal::new(0.0f32, std).map_err(|e| invalid("std", std, e.to_string()))?;
-        let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
+        let mut init = Seeded::new(seed);
         let rows = 2 * max_relative + 1;
-        let keys = Array2::random_using((rows, dim), normal, &mut rng);
-        let values = Array2::random_using((rows, dim), normal, &mut rng);
+        let keys = init.normal((rows, dim), std)?;
+        let values = init.normal((rows, dim), std)?;
         Ok(Self {
             max_relative,
             keys,
@@ -216,10 +213,7 @@ mod tests {
     use crate::attention::attention;
     use proptest::prelude::*;
 
-    fn random(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
-        let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
-        Array2::random_using((rows, cols), Normal::new(0.0f32, 1.0).unwrap(), &mut rng)
-    }
+    use crate::encodings::init::seeded_normal as random;
 
     #[test]
     fn index_matrix_for_length_4_before_and_after_the_shift() {

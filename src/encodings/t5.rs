@@ -24,11 +24,9 @@
 //! buckets agree exactly.
 
 use ndarray::{Array2, Array3};
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Normal;
-use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
+use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, invalid, Result};
 
@@ -183,9 +181,7 @@ impl T5Bias {
     ) -> Result<Self> {
         ensure(heads >= 1, "heads", heads, "at least 1")?;
         let buckets = T5Buckets::new(num_buckets, max_distance, bidirectional)?;
-        let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
-        let normal = Normal::new(0.0f32, 1.0).map_err(|e| invalid("std", 1.0, e.to_string()))?;
-        let table = Array2::random_using((num_buckets, heads), normal, &mut rng);
+        let table = Seeded::new(seed).normal((num_buckets, heads), 1.0)?;
         Ok(Self { buckets, table })
     }
 

@@ -20,15 +20,12 @@
 //! (one pair of projections serves every head here).
 
 use ndarray::{s, Array2, ArrayView2};
-use ndarray_rand::rand::rngs::StdRng;
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Normal;
-use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
+use super::init::Seeded;
 use super::{ensure_queries_fit, PositionScheme};
 use crate::encodings::t5::T5Bias;
-use crate::error::{ensure, ensure_shape, invalid, Error, Result};
+use crate::error::{ensure, ensure_shape, Error, Result};
 
 /// TUPE's position term $(p_i U^Q)(p_j U^K)^\top$ with an optional T5 bias $b_{j-i}$.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,16 +68,13 @@ impl Tupe {
         ensure(max_len >= 1, "max_len", max_len, ">= 1")?;
         ensure(d_model >= 1, "d_model", d_model, ">= 1")?;
         ensure(head_dim >= 1, "head_dim", head_dim, ">= 1")?;
-        let mut rng = StdRng::seed_from_u64(seed);
-        let unit = Normal::new(0.0f32, 1.0).map_err(|e| invalid("std", 1.0, e.to_string()))?;
-        let std_u = 1.0 / (d_model as f32).sqrt();
-        let scaled =
-            Normal::new(0.0f32, std_u).map_err(|e| invalid("d_model", d_model, e.to_string()))?;
+        let mut init = Seeded::new(seed);
         // p ~ N(0, 1), [max_len, d_model]
-        let positions = Array2::random_using((max_len, d_model), unit, &mut rng);
+        let positions = init.normal((max_len, d_model), 1.0)?;
         // U ~ N(0, 1/d_model), [d_model, d]
-        let u_q = Array2::random_using((d_model, head_dim), scaled, &mut rng);
-        let u_k = Array2::random_using((d_model, head_dim), scaled, &mut rng);
+        let std_u = 1.0 / (d_model as f32).sqrt();
+        let u_q = init.normal((d_model, head_dim), std_u)?;
+        let u_k = init.normal((d_model, head_dim), std_u)?;
         Self::from_parts(positions, u_q, u_k, relative_bias)
     }
 
@@ -191,7 +185,7 @@ impl PositionScheme for Tupe {
 mod tests {
     use super::*;
     use crate::attention::attention;
-    use ndarray_rand::rand_distr::StandardNormal;
+    use crate::encodings::init::seeded_normal;
 
     /// Oracle: $\sum_{a,b,c} p_{ia} U^Q_{ac}\  p_{jb} U^K_{bc}$.
     fn naive_position_term(t: &Tupe, lq: usize, lk: usize) -> Array2<f32> {
@@ -215,8 +209,8 @@ mod tests {
         out
     }
 
-    fn random(shape: (usize, usize), seed: u64) -> Array2<f32> {
-        Array2::random_using(shape, StandardNormal, &mut StdRng::seed_from_u64(seed))
+    fn random((rows, cols): (usize, usize), seed: u64) -> Array2<f32> {
+        seeded_normal(rows, cols, seed)
     }
 
     #[test]

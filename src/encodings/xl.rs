@@ -26,14 +26,12 @@
 //! distances $L_k, \dots, -L_q+1$, so its shift ([`xlnet_rel_shift`]) is exact everywhere.
 
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Normal;
-use ndarray_rand::RandomExt;
 use serde::{Deserialize, Serialize};
 
+use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::encodings::sinusoidal::{sinusoidal_embedding, SinusoidalLayout, DEFAULT_BASE};
-use crate::error::{ensure, ensure_shape, invalid, Result};
+use crate::error::{ensure, ensure_shape, Result};
 
 /// The four terms of the absolute-position score
 /// $(x_i + p_i) W_q W_k^\top (x_j + p_j)^\top$ (unscaled), each `[L, L]`.
@@ -153,15 +151,13 @@ impl TransformerXl {
             "an even number >= 2",
         )?;
         ensure(head_dim >= 1, "head_dim", head_dim, "at least 1")?;
-        let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
-        let bias = Normal::new(0.0f32, 0.02).map_err(|e| invalid("std", 0.02, e.to_string()))?;
-        let proj = Normal::new(0.0f32, 1.0 / (r_dim as f32).sqrt())
-            .map_err(|e| invalid("std", r_dim, e.to_string()))?;
+        let mut init = Seeded::new(seed);
         Ok(Self {
             r_dim,
-            w_r: Array2::random_using((r_dim, head_dim), proj, &mut rng),
-            u: Array1::random_using(head_dim, bias, &mut rng),
-            v: Array1::random_using(head_dim, bias, &mut rng),
+            // W_R ~ N(0, 1/r_dim), u, v ~ N(0, 0.02^2)
+            w_r: init.normal((r_dim, head_dim), 1.0 / (r_dim as f32).sqrt())?,
+            u: init.normal_vec(head_dim, 0.02)?,
+            v: init.normal_vec(head_dim, 0.02)?,
             direction,
         })
     }
@@ -319,10 +315,7 @@ mod tests {
     use ndarray::s;
     use proptest::prelude::*;
 
-    fn random(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
-        let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
-        Array2::random_using((rows, cols), Normal::new(0.0f32, 1.0).unwrap(), &mut rng)
-    }
+    use crate::encodings::init::seeded_normal as random;
 
     #[test]
     fn rel_shift_of_a_small_matrix() {

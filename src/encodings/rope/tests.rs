@@ -1,13 +1,7 @@
 use super::*;
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Normal;
-use ndarray_rand::RandomExt;
 use proptest::prelude::*;
 
-fn random(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
-    let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
-    Array2::random_using((rows, cols), Normal::new(0.0f32, 1.0).unwrap(), &mut rng)
-}
+use crate::encodings::init::seeded_normal as random;
 
 fn plain(dim: usize) -> RopeFrequencies {
     RopeConfig::new(dim, 10_000.0)

@@ -6,14 +6,18 @@ use burn::nn::Linear;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use ndarray::Array2;
 use ndarray_rand::rand::rngs::StdRng;
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::{Distribution, Normal, Uniform};
+use ndarray_rand::rand_distr::{Distribution, Uniform};
 use ndarray_rand::RandomExt;
 
-/// $\mathcal N(0, \sigma^2)$ entries from a `StdRng` seeded by `seed`.
-pub fn normal(shape: (usize, usize), std: f32, seed: u64) -> Array2<f32> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    Array2::random_using(shape, Normal::new(0.0, std).expect("std > 0"), &mut rng)
+use crate::encodings::init::Seeded;
+use crate::error::Result;
+
+/// $\mathcal N(0, \sigma^2)$ entries from the encodings' initialiser seeded by `seed`.
+///
+/// # Errors
+/// A standard deviation that is not finite or is negative.
+pub fn normal(shape: (usize, usize), std: f32, seed: u64) -> Result<Array2<f32>> {
+    Seeded::new(seed).normal(shape, std)
 }
 
 /// A trainable `[rows, cols]` parameter.

@@ -90,7 +90,10 @@ impl Lm {
         let d = c.d_model;
         let mut rng = StdRng::seed_from_u64(seed);
         // E ~ N(0, 1/d): sqrt(d) E[byte] has unit-variance entries
-        let embedding = param2(&normal((c.vocab, d), 1.0 / (d as f32).sqrt(), seed), device);
+        let embedding = param2(
+            &normal((c.vocab, d), 1.0 / (d as f32).sqrt(), seed)?,
+            device,
+        );
         let blocks = (0..c.layers)
             .map(|l| {
                 let layer_seed = seed.wrapping_add(1000 * (l as u64 + 1));

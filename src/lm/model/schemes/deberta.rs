@@ -42,13 +42,14 @@ impl Objects {
 
 impl DebertaParams {
     /// $E^r \sim \mathcal N(0, 1)$, `[2s, d_model]`.
-    pub fn init(c: &ModelConfig, seed: u64, device: &Device) -> Self {
-        Self {
-            rel: param2(
-                &normal((2 * c.deberta_bucket_size, c.d_model), 1.0, seed),
-                device,
-            ),
-        }
+    ///
+    /// # Errors
+    /// When the initialiser rejects the spread.
+    pub fn init(c: &ModelConfig, seed: u64, device: &Device) -> Result<Self> {
+        let rel = normal((2 * c.deberta_bucket_size, c.d_model), 1.0, seed)?;
+        Ok(Self {
+            rel: param2(&rel, device),
+        })
     }
 
     /// $t_{ij}$ = c2p $q_i \cdot K^r_{\text{idx}_{ij}}$ + p2c $k_j \cdot Q^r_{\text{idx}_{ij}}$.

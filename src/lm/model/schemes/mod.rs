@@ -108,7 +108,7 @@ impl LayerPositions {
             Scheme::Shaw => Self::Shaw(shaw::ShawParams::init(c, seed, device)?),
             Scheme::Xl => Self::Xl(xl::XlParams::init(c, seed, device)?),
             Scheme::T5 => Self::T5(t5::T5Params::init(c, seed, device)?),
-            Scheme::Deberta => Self::Deberta(deberta::DebertaParams::init(c, seed, device)),
+            Scheme::Deberta => Self::Deberta(deberta::DebertaParams::init(c, seed, device)?),
             Scheme::Tupe => Self::Tupe(tupe::TupeParams::init(c, seed, device)?),
             Scheme::Rope => Self::Rope(none),
             Scheme::Alibi => Self::Alibi(none),
