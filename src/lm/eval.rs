@@ -16,8 +16,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::lm::progress::progress_bar;
 use burn::tensor::Device;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::encodings::rope::RopeScaling;
@@ -349,18 +349,12 @@ fn window_losses(
     let ctx = PositionContext::new(c, l, scaling, device)?;
     let ops = Ops::new(opts.kernels, device);
     let chunks: Vec<&[usize]> = starts.chunks(batch_for(l)).collect();
-    let bar = if progress {
-        let bar = ProgressBar::new(chunks.len() as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} batches ({eta})")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("eval {} L={l}", c.scheme));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress_bar(
+        progress,
+        chunks.len() as u64,
+        format!("eval {} L={l}", c.scheme),
+        "batches",
+    );
     let mut rows = Vec::with_capacity(starts.len());
     for chunk in chunks {
         let nll = window_nll(model, c, &ctx, ops, text, chunk, l)?;

@@ -19,6 +19,8 @@ pub mod model;
 #[cfg(feature = "train")]
 pub mod ops;
 #[cfg(feature = "train")]
+mod progress;
+#[cfg(feature = "train")]
 pub mod sweep;
 #[cfg(feature = "train")]
 pub mod train;

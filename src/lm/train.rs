@@ -9,11 +9,11 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::lm::progress::progress_bar;
 use burn::grad_clipping::GradientClippingConfig;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::Device;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::error::{invalid, Error, Result};
@@ -301,7 +301,12 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
     if end == start {
         return Ok((info, state));
     }
-    let bar = progress_bar(run.progress, (end - start) as u64, &c);
+    let bar = progress_bar(
+        run.progress,
+        (end - start) as u64,
+        format!("train {}", c.scheme),
+        "",
+    );
     let tokens_per_step = (tc.batch * c.train_len) as f64;
     let seconds_before = info.train_seconds;
     let began = Instant::now();
@@ -420,18 +425,4 @@ fn optimizer(tc: &TrainConfig) -> burn::optim::ModuleOptimizer {
         .with_weight_decay(tc.weight_decay)
         .with_grad_clipping(Some(GradientClippingConfig::Norm(tc.grad_clip)))
         .init()
-}
-
-fn progress_bar(show: bool, len: u64, c: &ModelConfig) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar.set_prefix(format!("train {}", c.scheme));
-    bar
 }

@@ -85,6 +85,30 @@ pub enum Rotation {
     },
 }
 
+/// A rotation's implementation: `x [B, H, L, D]` and its two tables.
+type RotateFn = fn(Tensor<4>, &Tensor<2>, &Tensor<2>) -> Tensor<4>;
+
+impl Rotation {
+    /// $q' = R q$, $k' = R k$ with `half` for RoPE's rotation and `pairs` for xPos's.
+    pub(crate) fn apply(
+        &self,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        half: RotateFn,
+        pairs: RotateFn,
+    ) -> (Tensor<4>, Tensor<4>) {
+        match self {
+            Rotation::Half { cos, sin } => (half(q, cos, sin), half(k, cos, sin)),
+            Rotation::Pairs {
+                q_cos,
+                q_sin,
+                k_cos,
+                k_sin,
+            } => (pairs(q, q_cos, q_sin), pairs(k, k_cos, k_sin)),
+        }
+    }
+}
+
 /// Relative value vectors $a^V_{ij} = w^V_{\text{index}_{ij}}$ (Shaw et al.).
 #[derive(Debug, Clone)]
 pub struct RelativeValues {
@@ -172,20 +196,9 @@ impl Ops {
             return reference::attention_parts(q, k, v, terms, scale).output;
         }
         let [_, h, _, dh] = q.dims();
+        // xPos: queries and keys rotated and permuted alike (q' . k' unchanged)
         let (q, k) = match &terms.rotation {
-            Some(Rotation::Half { cos, sin }) => {
-                (fused::rope_half(q, cos, sin), fused::rope_half(k, cos, sin))
-            }
-            // queries and keys rotated and permuted alike (q' . k' unchanged)
-            Some(Rotation::Pairs {
-                q_cos,
-                q_sin,
-                k_cos,
-                k_sin,
-            }) => (
-                fused::rotate_pairs(q, q_cos, q_sin),
-                fused::rotate_pairs(k, k_cos, k_sin),
-            ),
+            Some(rotation) => rotation.apply(q, k, fused::rope_half, fused::rotate_pairs),
             None => (q, k),
         };
         // content-free part of the bias, [H, L, L]: b_ij + c a_ij

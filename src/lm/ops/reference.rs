@@ -6,7 +6,7 @@ use burn::nn::{LayerNorm, Linear};
 use burn::tensor::activation::{gelu as burn_gelu, log_softmax, softmax};
 use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor};
 
-use super::{AttentionBias, AttentionParts, Rotation, ScoreTerms};
+use super::{AttentionBias, AttentionParts, ScoreTerms};
 
 /// $xW + b$ (`linear.forward`).
 pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
@@ -189,16 +189,7 @@ pub fn attention_parts(
 ) -> AttentionParts {
     let [b, h, l, dh] = q.dims();
     let (q, k) = match &terms.rotation {
-        Some(Rotation::Half { cos, sin }) => (rope_half(q, cos, sin), rope_half(k, cos, sin)),
-        Some(Rotation::Pairs {
-            q_cos,
-            q_sin,
-            k_cos,
-            k_sin,
-        }) => (
-            rotate_interleaved(q, q_cos, q_sin),
-            rotate_interleaved(k, k_cos, k_sin),
-        ),
+        Some(rotation) => rotation.apply(q, k, rope_half, rotate_interleaved),
         None => (q, k),
     };
     let kt = k.swap_dims(2, 3);
