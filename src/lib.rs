@@ -26,6 +26,7 @@ pub mod dump;
 pub mod encodings;
 pub mod error;
 pub mod lm;
+pub mod named;
 #[cfg(feature = "notebook")]
 pub mod notebook;
 pub mod report;

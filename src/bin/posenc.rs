@@ -10,6 +10,8 @@
 //! posenc report --results data/results                                   # README's table
 //! ```
 
+#[path = "posenc/named_arg.rs"]
+mod named_arg;
 #[cfg(feature = "train")]
 #[path = "posenc/train_cli.rs"]
 mod train_cli;
@@ -24,6 +26,8 @@ use posenc::encodings::rope::{
     YARN_BETA_SLOW,
 };
 use posenc::encodings::sinusoidal::SinusoidalLayout;
+
+use named_arg::named;
 
 /// Positional encodings for Transformers: inspect, train, evaluate.
 #[derive(Parser)]
@@ -129,7 +133,7 @@ enum DumpWhat {
         #[arg(long, default_value_t = 10_000.0)]
         base: f64,
         /// Feature layout.
-        #[arg(long, value_enum, default_value_t = SinusoidalLayout::Interleaved)]
+        #[arg(long, value_parser = named::<SinusoidalLayout>(), default_value_t = SinusoidalLayout::Interleaved)]
         layout: SinusoidalLayout,
     },
 }
@@ -143,7 +147,7 @@ struct RopeArgs {
     #[arg(long, default_value_t = 10_000.0)]
     base: f64,
     /// Context-extension scaling; none if absent.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<ScalingKind>())]
     scaling: Option<ScalingKind>,
     /// Scaling factor s (required with --scaling; for yarn, defaults to
     /// max-position / original-max as in HF when omitted).

@@ -29,7 +29,6 @@ pub const DEFAULT_BASE: f64 = 10_000.0;
 
 /// How the sines and cosines are laid out along the feature axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum SinusoidalLayout {
     /// $[\sin p\omega_0, \cos p\omega_0, \sin p\omega_1, \cos p\omega_1, \dots]$ (Vaswani et al.).
     #[default]
@@ -37,6 +36,34 @@ pub enum SinusoidalLayout {
     /// $[\sin p\omega_0, \dots, \sin p\omega_{d/2-1}, \cos p\omega_0, \dots]$ (Transformer-XL, fairseq).
     Concatenated,
 }
+
+impl SinusoidalLayout {
+    /// Both layouts.
+    pub const ALL: [SinusoidalLayout; 2] = [
+        SinusoidalLayout::Interleaved,
+        SinusoidalLayout::Concatenated,
+    ];
+
+    /// One line on the layout, for help texts.
+    pub fn summary(&self) -> &'static str {
+        match self {
+            SinusoidalLayout::Interleaved => {
+                "[sin, cos, sin, cos, ...] per frequency (Vaswani et al.)"
+            }
+            SinusoidalLayout::Concatenated => "[sin ..., cos ...] halves (Transformer-XL, fairseq)",
+        }
+    }
+
+    /// `interleaved` or `concatenated`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SinusoidalLayout::Interleaved => "interleaved",
+            SinusoidalLayout::Concatenated => "concatenated",
+        }
+    }
+}
+
+crate::named::named!(SinusoidalLayout, "layout");
 
 /// Frequencies $\omega_i = \text{base}^{-2i/d}$ for $i = 0..d/2$.
 ///

@@ -44,7 +44,6 @@ pub const MAX_VALID_BYTES: usize = 1 << 20;
 
 /// Every position scheme of the crate, as selected on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Scheme {
     /// NoPE: no position information at all (causal masking alone).
@@ -93,6 +92,27 @@ impl Scheme {
         Scheme::Fire,
     ];
 
+    /// One line on the scheme, for help texts.
+    pub fn summary(&self) -> &'static str {
+        match self {
+            Scheme::Nope => "NoPE: no position information at all (causal masking alone)",
+            Scheme::Sinusoidal => "Sinusoidal absolute table added to the input",
+            Scheme::Learned => "Learned absolute table added to the input",
+            Scheme::Shaw => "Shaw et al.: clipped relative key and value vectors",
+            Scheme::Xl => "Transformer-XL: u, v, W_R and sinusoidal relative embeddings",
+            Scheme::T5 => "T5: a learned scalar per bucket and head",
+            Scheme::Deberta => {
+                "DeBERTa: content-to-position and position-to-content terms with log buckets"
+            }
+            Scheme::Tupe => "TUPE: untied absolute position term plus a T5 bias",
+            Scheme::Rope => "RoPE (half layout)",
+            Scheme::Alibi => "ALiBi: fixed per-head linear distance penalties",
+            Scheme::Xpos => "xPos: RoPE with an exponential decay",
+            Scheme::Kerple => "Kerple (log variant) with learned r1, r2",
+            Scheme::Fire => "FIRE: an MLP of the normalised log distance",
+        }
+    }
+
     /// The command-line name: `nope`, `sinusoidal`, ..., `fire`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -111,27 +131,9 @@ impl Scheme {
             Scheme::Fire => "fire",
         }
     }
-
-    /// Parses a command-line name.
-    ///
-    /// # Errors
-    /// An unknown name; the message lists the known ones.
-    pub fn parse(name: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.name() == name)
-            .ok_or_else(|| {
-                let known: Vec<_> = Self::ALL.iter().map(|s| s.name()).collect();
-                invalid("scheme", name, known.join(", "))
-            })
-    }
 }
 
-impl fmt::Display for Scheme {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::named::named!(Scheme, "scheme");
 
 /// Model hyper-parameters. Defaults: the sweep's ~1M-parameter model. Read from JSON, missing
 /// keys take the defaults and unknown keys are an error.

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
+
+use crate::named_arg::named;
 use posenc::encodings::rope::{RopeScaling, ScalingKind};
 use posenc::lm::checkpoint::{ensure_writable, WeightDtype};
 use posenc::lm::data::default_corpus_dir;
@@ -35,7 +37,7 @@ pub struct Common {
     quiet: bool,
     /// Attention, GELU, LayerNorm and loss: one fused operation each (CPU only; other devices
     /// use the reference) or burn's composed operations.
-    #[arg(long, value_enum, default_value_t = Kernels::Fused)]
+    #[arg(long, value_parser = named::<Kernels>(), default_value_t = Kernels::Fused)]
     kernels: Kernels,
 }
 
@@ -72,7 +74,7 @@ impl Common {
 #[derive(Args)]
 pub struct TrainArgs {
     /// Position scheme (required unless --resume).
-    #[arg(long, value_enum, required_unless_present = "resume")]
+    #[arg(long, value_parser = named::<Scheme>(), required_unless_present = "resume")]
     scheme: Option<Scheme>,
     /// Checkpoint folder to write (required; an existing checkpoint there is replaced only
     /// with --force, or continued with --resume).
@@ -121,7 +123,7 @@ pub struct TrainArgs {
     #[arg(long)]
     max_positions: Option<usize>,
     /// RoPE scaling to train with (fine-tuning a rope model).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<ScalingKind>())]
     scaling: Option<ScalingKind>,
     /// Scaling factor [default: 2].
     #[arg(long, requires = "scaling", allow_negative_numbers = true)]
@@ -263,7 +265,7 @@ pub struct EvalArgs {
     #[arg(long)]
     checkpoint: PathBuf,
     /// RoPE scaling at inference (RoPE checkpoints).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<ScalingKind>())]
     scaling: Option<ScalingKind>,
     /// Scaling factor [default: L / train_len at each length L].
     #[arg(long, requires = "scaling", allow_negative_numbers = true)]
@@ -272,7 +274,7 @@ pub struct EvalArgs {
     #[arg(long, value_delimiter = ',', default_value = "128,256,512,1024,2048")]
     lengths: Vec<usize>,
     /// Window layout.
-    #[arg(long, value_enum, default_value_t = Mode::Nonoverlap)]
+    #[arg(long, value_parser = named::<Mode>(), default_value_t = Mode::Nonoverlap)]
     mode: Mode,
     /// Only the first N bytes of the split; 0 for all [default: the sweep's, 131072 for
     /// nonoverlap and 32768 for sliding, so that the shipped results are reproduced].

@@ -91,12 +91,10 @@ pub enum RopeScaling {
 /// also reads as `pi`). [`ScalingKind::scaling`] builds the scaling with the defaults of the
 /// references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum ScalingKind {
     /// Position interpolation.
     #[serde(alias = "pi")]
-    #[cfg_attr(feature = "cli", value(alias = "pi"))]
     Linear,
     /// NTK-aware base change.
     Ntk,
@@ -118,18 +116,15 @@ impl ScalingKind {
         ScalingKind::Llama3,
     ];
 
-    /// Parses `linear` (or `pi`), `ntk`, `dynamic`, `yarn`, `llama3`.
-    ///
-    /// # Errors
-    /// An unknown name.
-    pub fn parse(name: &str) -> Result<Self> {
-        if name == "pi" {
-            return Ok(Self::Linear);
+    /// One line on the scaling, for help texts.
+    pub fn summary(&self) -> &'static str {
+        match self {
+            Self::Linear => "Position interpolation",
+            Self::Ntk => "NTK-aware base change",
+            Self::Dynamic => "Dynamic NTK",
+            Self::Yarn => "YaRN",
+            Self::Llama3 => "Llama 3.1",
         }
-        Self::ALL
-            .into_iter()
-            .find(|k| k.name() == name)
-            .ok_or_else(|| invalid("scaling", name, "linear, ntk, dynamic, yarn or llama3"))
     }
 
     /// The command-line name (as [`RopeScaling::name`]).
@@ -159,11 +154,7 @@ impl ScalingKind {
     }
 }
 
-impl std::fmt::Display for ScalingKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::named::named!(ScalingKind, "scaling", "pi" => ScalingKind::Linear);
 
 impl RopeScaling {
     /// The kind, or `None` for plain RoPE.

@@ -12,7 +12,6 @@ use crate::error::{ensure, invalid, Result};
 
 /// How windows are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Windows of the longest length, prefixes of length $L$ scored.
@@ -22,6 +21,17 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Both modes.
+    pub const ALL: [Mode; 2] = [Mode::Nonoverlap, Mode::Sliding];
+
+    /// One line on the mode, for help texts.
+    pub fn summary(&self) -> &'static str {
+        match self {
+            Mode::Nonoverlap => "Windows of the longest length, prefixes of length L scored",
+            Mode::Sliding => "Windows of length L at stride L/2",
+        }
+    }
+
     /// `nonoverlap` or `sliding`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -30,6 +40,8 @@ impl Mode {
         }
     }
 }
+
+crate::named::named!(Mode, "mode");
 
 /// Checks the lengths and the window layout before any work: at least one length, each from
 /// 1 to [`MAX_LEN`].

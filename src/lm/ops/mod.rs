@@ -24,7 +24,6 @@ use burn::tensor::{Device, Int, Tensor};
 /// Which implementation of attention, GELU, LayerNorm, linear layers and the loss a run asks
 /// for (the `--kernels` option).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Kernels {
     /// burn's own operations, composed (the specification; any backend).
@@ -33,6 +32,31 @@ pub enum Kernels {
     #[default]
     Fused,
 }
+
+impl Kernels {
+    /// Both.
+    pub const ALL: [Kernels; 2] = [Kernels::Reference, Kernels::Fused];
+
+    /// One line on the kernels, for help texts.
+    pub fn summary(&self) -> &'static str {
+        match self {
+            Kernels::Reference => {
+                "burn's own operations, composed (the specification; any backend)"
+            }
+            Kernels::Fused => "One fused, parallel operation each (Flex CPU backend only)",
+        }
+    }
+
+    /// `reference` or `fused`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kernels::Reference => "reference",
+            Kernels::Fused => "fused",
+        }
+    }
+}
+
+crate::named::named!(Kernels, "kernels");
 
 /// Whether `device` is the Flex CPU backend (with or without autodiff).
 pub fn is_flex(device: &Device) -> bool {
