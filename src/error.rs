@@ -3,6 +3,10 @@
 
 use std::fmt;
 
+/// The most rows a table written by the crate (a dump, an export) may have, to keep a typo
+/// from filling the disk.
+pub const MAX_ROWS: usize = 10_000_000;
+
 /// Everything that can go wrong when building or applying a position encoding.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Error {
@@ -123,11 +127,7 @@ impl std::error::Error for Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Builds an [`Error::InvalidParameter`].
-pub(crate) fn invalid(
-    name: &'static str,
-    value: impl fmt::Display,
-    allowed: impl Into<String>,
-) -> Error {
+pub fn invalid(name: &'static str, value: impl fmt::Display, allowed: impl Into<String>) -> Error {
     Error::InvalidParameter {
         name,
         value: value.to_string(),
@@ -136,12 +136,7 @@ pub(crate) fn invalid(
 }
 
 /// Fails with [`Error::InvalidParameter`] unless `ok`.
-pub(crate) fn ensure(
-    ok: bool,
-    name: &'static str,
-    value: impl fmt::Display,
-    allowed: &str,
-) -> Result<()> {
+pub fn ensure(ok: bool, name: &'static str, value: impl fmt::Display, allowed: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {

@@ -22,7 +22,6 @@
 //! ```
 
 pub mod attention;
-pub mod dump;
 pub mod encodings;
 pub mod error;
 pub mod lm;

@@ -10,6 +10,8 @@
 //! posenc report --results data/results                                   # README's table
 //! ```
 
+#[path = "posenc/dump.rs"]
+mod dump;
 #[path = "posenc/named_arg.rs"]
 mod named_arg;
 #[cfg(feature = "train")]
@@ -20,7 +22,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use posenc::dump::{self, Dump};
+use dump::Dump;
 use posenc::encodings::rope::{
     RopeScaling, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, YARN_BETA_FAST,
     YARN_BETA_SLOW,

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use burn::tensor::Device;
 use serde::Serialize;
 
-use crate::dump::MAX_ROWS;
 use crate::encodings::t5::T5Buckets;
+use crate::error::MAX_ROWS;
 use crate::error::{ensure, invalid, Result};
 use crate::lm::checkpoint::CheckpointInfo;
 use crate::lm::config::MAX_LEN;

@@ -4,15 +4,12 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::encodings::alibi::alibi_slopes;
-use crate::encodings::deberta::LogBuckets;
-use crate::encodings::rope::{RopeConfig, RopeScaling};
-use crate::encodings::sinusoidal::{sinusoidal_embedding, SinusoidalLayout};
-use crate::encodings::t5::T5Buckets;
-use crate::error::{ensure, Result};
-
-/// Largest number of rows a dump will produce, to keep a typo from filling the disk.
-pub const MAX_ROWS: usize = 10_000_000;
+use posenc::encodings::alibi::alibi_slopes;
+use posenc::encodings::deberta::LogBuckets;
+use posenc::encodings::rope::{RopeConfig, RopeScaling};
+use posenc::encodings::sinusoidal::{sinusoidal_embedding, SinusoidalLayout};
+use posenc::encodings::t5::T5Buckets;
+use posenc::error::{ensure, Result, MAX_ROWS};
 
 /// A dumped table: named columns of numbers, or one named matrix.
 #[derive(Debug, Clone, PartialEq)]
