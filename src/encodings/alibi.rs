@@ -21,6 +21,8 @@
 //!
 //! (for causal attention, $-m_h (i - j)$; Bloom adds $m_h\ j$ instead, which differs by a
 //! per-row constant and so gives the same softmax).
+//!
+//! Derived step by step, checked and plotted in `notebooks/09_alibi_and_beyond.ipynb`.
 
 use ndarray::{Array2, Array3};
 use serde::{Deserialize, Serialize};

@@ -32,6 +32,8 @@
 //! \frac{\ln(|\delta|/m)}{\ln((\text{max\_position}-1)/m)}(m-1)\Big\rceil + m\Big),
 //! \quad |\delta| > m
 //! ```
+//!
+//! Derived step by step, checked and plotted in `notebooks/06_deberta_tupe.ipynb`.
 
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};

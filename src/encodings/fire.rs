@@ -20,6 +20,8 @@
 //! PyTorch listing in the paper's appendix (`init_c = 0.1`, `init_L = 512`, `mlp_width = 32`):
 //! $c = 0.1$, $L = 512$, 32 hidden units. The listing also adds $\varepsilon = 10^{-6}$ to the
 //! normaliser; here $\psi(\max(L, i)) \ge \psi(L) > 0$ already, so no $\varepsilon$ is needed.
+//!
+//! Derived step by step, checked and plotted in `notebooks/09_alibi_and_beyond.ipynb`.
 
 use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};

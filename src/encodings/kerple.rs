@@ -14,6 +14,8 @@
 //! b^{\log}_{ij} = -r_1 \ln\big(1 + r_2\ |i-j|\big), \quad r_1, r_2 > 0; \qquad
 //! b^{\text{power}}_{ij} = -r_1\ |i-j|^{r_2}, \quad r_1 > 0,\  0 < r_2 \le 2.
 //! ```
+//!
+//! Derived step by step, checked and plotted in `notebooks/09_alibi_and_beyond.ipynb`.
 
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};

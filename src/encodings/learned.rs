@@ -16,6 +16,8 @@
 //! x'_p = x_p + e_p, \qquad e_p = E_{p,:}, \quad E \in \mathbb R^{P\times d},
 //! \quad E_{p,c} \sim \mathcal N(0, \sigma^2) \text{ at initialisation}
 //! ```
+//!
+//! Derived step by step, checked and plotted in `notebooks/01_absolute.ipynb`.
 
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};

@@ -11,6 +11,8 @@
 //! ```math
 //! s_{ij} = \frac{q_i \cdot k_j}{\sqrt d}
 //! ```
+//!
+//! Derived step by step, checked and plotted in `notebooks/09_alibi_and_beyond.ipynb`.
 
 use super::PositionScheme;
 

@@ -20,6 +20,8 @@
 //! ```
 //!
 //! with $w^K, w^V \in \mathbb{R}^{(2k+1) \times d}$.
+//!
+//! Derived step by step, checked and plotted in `notebooks/03_shaw.ipynb`.
 
 use ndarray::{Array2, Array3, ArrayView2};
 use serde::{Deserialize, Serialize};

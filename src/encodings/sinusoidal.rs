@@ -17,6 +17,8 @@
 //!
 //! and the **concatenated** layout used by Transformer-XL and fairseq is
 //! $[\sin(p\ \omega_0), \dots, \sin(p\ \omega_{d/2-1}), \cos(p\ \omega_0), \dots]$.
+//!
+//! Derived step by step, checked and plotted in `notebooks/01_absolute.ipynb`.
 
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};

@@ -22,6 +22,8 @@
 //! and the score bias is $b_{ij} = B[\text{bucket}(j - i), h]$ for a table
 //! $B \in \mathbb{R}^{n \times H}$. The logarithm is computed in `f32` as the reference does, so
 //! buckets agree exactly.
+//!
+//! Derived step by step, checked and plotted in `notebooks/05_t5_bias.ipynb`.
 
 use ndarray::{Array2, Array3};
 use serde::{Deserialize, Serialize};

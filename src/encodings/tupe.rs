@@ -18,6 +18,8 @@
 //!
 //! Left out: the paper's special untied treatment of the `[CLS]` token, and per-head $U$
 //! (one pair of projections serves every head here).
+//!
+//! Derived step by step, checked and plotted in `notebooks/06_deberta_tupe.ipynb`.
 
 use ndarray::{s, Array2, ArrayView2};
 use serde::{Deserialize, Serialize};

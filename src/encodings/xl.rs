@@ -24,6 +24,8 @@
 //! column and a reshape ([`rel_shift`]); entries above the causal diagonal come out as junk
 //! from the next row, which the causal mask hides. XLNet attends both ways and uses $L_k + L_q$
 //! distances $L_k, \dots, -L_q+1$, so its shift ([`xlnet_rel_shift`]) is exact everywhere.
+//!
+//! Derived step by step, checked and plotted in `notebooks/04_transformer_xl.ipynb`.
 
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 use serde::{Deserialize, Serialize};

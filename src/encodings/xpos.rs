@@ -21,6 +21,8 @@
 //! \tilde q_m\cdot\tilde k_n = \sum_{i} \zeta_i^{(m-n)/B}\
 //! \big(R((m-n)\theta_i)\  q^{(i)}\big)\cdot k^{(i)}.
 //! ```
+//!
+//! Derived step by step, checked and plotted in `notebooks/09_alibi_and_beyond.ipynb`.
 
 use ndarray::{Array2, ArrayView1, ArrayView2};
 use serde::{Deserialize, Serialize};

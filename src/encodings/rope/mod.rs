@@ -22,6 +22,8 @@
 //! **half** ($x_i, x_{i+d/2}$; GPT-NeoX, LLaMA, [`rope_half`]); they agree up to the
 //! permutation [`interleaved_to_half`]. Context extension ([`RopeScaling`]) changes only
 //! the frequencies (and for YaRN an attention factor multiplying cos and sin).
+//!
+//! Derived step by step, checked and plotted in `notebooks/07_rope.ipynb`.
 
 mod scaling;
 

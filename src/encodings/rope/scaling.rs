@@ -12,6 +12,8 @@
 //! | dynamic NTK | $\theta_i$ with $b' = b\ (s\ \ell/L - (s-1))^{d/(d-2)}$, $\ell = \max(\text{len}, L)$ | 1 |
 //! | YaRN | $\theta_i\ \big((1-\gamma_i)/s + \gamma_i\big)$, $\gamma_i$ a ramp over dims | $0.1 \ln s + 1$ |
 //! | Llama3 | $\theta_i$ (high freq.), $\theta_i/s$ (low), smooth blend between | 1 |
+//!
+//! Derived step by step, checked and plotted in `notebooks/08_rope_scaling.ipynb`.
 
 use serde::{Deserialize, Serialize};
 
