@@ -25,12 +25,11 @@ pub mod attention;
 pub mod dump;
 pub mod encodings;
 pub mod error;
+pub mod io;
 pub mod lm;
 #[cfg(feature = "notebook")]
 pub mod notebook;
-pub mod report;
 pub mod results;
-pub mod summary;
 
 pub use error::{Error, Result};
 
