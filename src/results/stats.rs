@@ -2,8 +2,8 @@
 //! seeds of each row of `ppl_vs_length.csv` ([`seed_summaries`]), and the difference of two
 //! models, or of one model at two lengths, computed on paired windows and seeds
 //! ([`paired_difference`]) from the per-window losses of `windows/*.csv`
-//! ([`super::files::read_windows_dir`]); and the same over the seeds of a training curve
-//! ([`curve_summaries`]). The mean and standard deviation are written once, [`mean_and_sd`].
+//! ([`super::files::read_windows_dir`]). The mean and standard deviation are written once,
+//! [`mean_and_sd`] (the curves over seeds of [`super::curves`] use it too).
 //!
 //! "A extrapolates better than B" may be said where [`PairedDifference::exceeds`] holds: the
 //! difference is larger than its standard error times the chosen $z$. Pairing matters: two

@@ -23,7 +23,7 @@ use plotly::color::NamedColor;
 use plotly::common::Title;
 use plotly::layout::{Axis, Layout};
 
-use super::display::Figure;
+use super::display::{Figure, Show};
 use crate::Result;
 
 /// A number that converts to `f64` for plotting and comparing: every float and integer type
