@@ -24,13 +24,12 @@
 pub mod attention;
 pub mod encodings;
 pub mod error;
+pub mod io;
 pub mod lm;
 pub mod named;
 #[cfg(feature = "notebook")]
 pub mod notebook;
-pub mod report;
 pub mod results;
-pub mod summary;
 
 pub use error::{Error, Result};
 

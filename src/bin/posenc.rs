@@ -271,21 +271,10 @@ fn run(cli: Cli) -> Result<String, String> {
     })
 }
 
-/// `posenc report`: the markdown of [`posenc::report::results_markdown`] for the results in
-/// `dir` (its `windows/` folder, when there is one, adds the paired change).
+/// `posenc report`: [`posenc::results::report`], the markdown of the results in `dir` (its
+/// `windows/` folder, when there is one, adds the paired change).
 fn report(dir: &std::path::Path, mode: &str) -> Result<String, String> {
-    let err = |e: posenc::Error| e.to_string();
-    let rows: Vec<posenc::results::ResultRow> =
-        posenc::results::read_csv(&dir.join("ppl_vs_length.csv")).map_err(err)?;
-    let windows_dir = dir.join("windows");
-    let windows = if windows_dir.is_dir() {
-        Some(posenc::summary::read_windows_dir(&windows_dir).map_err(err)?)
-    } else {
-        None
-    };
-    let markdown =
-        posenc::report::results_markdown(&rows, windows.as_deref(), mode).map_err(err)?;
-    Ok(markdown.trim_end().to_string())
+    posenc::results::report(dir, mode).map_err(|e| e.to_string())
 }
 
 /// Writes the command's output and a newline to standard output. A reader that closed the

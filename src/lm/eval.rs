@@ -23,14 +23,14 @@ use serde::{Deserialize, Serialize};
 use crate::encodings::rope::RopeScaling;
 pub use crate::encodings::rope::ScalingKind;
 use crate::error::{invalid, Error, Result};
+use crate::io::csv::csv_bytes;
 use crate::lm::checkpoint::{write_atomic, CheckpointInfo};
 pub use crate::lm::config::{check_lengths, Mode};
 use crate::lm::data::{read_split, window_starts};
 use crate::lm::model::{
     int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
 };
-use crate::results::csv_bytes;
-pub use crate::results::{ResultRow, WindowRow};
+pub use crate::results::{PositionRow, ResultRow, WindowRow};
 
 /// RoPE scaling applied at inference.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -183,10 +183,10 @@ pub fn evaluate_windows(
                 .iter()
                 .zip(starts)
                 .map(|(&(sum, k), &start)| WindowRow {
-                    scheme: c.scheme.name().to_string(),
+                    scheme: c.scheme,
                     variant: variant.to_string(),
                     seed: info.train.seed,
-                    mode: opts.mode.name().to_string(),
+                    mode: opts.mode,
                     eval_len,
                     start,
                     bytes: k,
@@ -194,11 +194,11 @@ pub fn evaluate_windows(
                 }),
         );
         ResultRow {
-            scheme: c.scheme.name().to_string(),
+            scheme: c.scheme,
             variant: variant.to_string(),
             train_len: c.train_len,
             eval_len,
-            mode: opts.mode.name().to_string(),
+            mode: opts.mode,
             nats_per_byte: nats,
             std_error,
             bits_per_byte: nats / std::f64::consts::LN_2,
@@ -373,15 +373,10 @@ fn window_losses(
 
 /// The mean loss at each position over the windows, as CSV `position,nats_per_byte`.
 fn write_per_position(path: &Path, rows: &[Vec<f32>]) -> Result<()> {
-    #[derive(Serialize)]
-    struct Row {
-        position: usize,
-        nats_per_byte: f64,
-    }
     let l = rows.first().map_or(0, Vec::len);
     let n = rows.len().max(1) as f64;
-    let means: Vec<Row> = (0..l)
-        .map(|position| Row {
+    let means: Vec<PositionRow> = (0..l)
+        .map(|position| PositionRow {
             position,
             nats_per_byte: rows.iter().map(|r| f64::from(r[position])).sum::<f64>() / n,
         })

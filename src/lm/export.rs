@@ -19,11 +19,11 @@ use serde::Serialize;
 use crate::encodings::t5::T5Buckets;
 use crate::error::MAX_ROWS;
 use crate::error::{ensure, invalid, Result};
+use crate::io::csv::csv_bytes;
 use crate::lm::checkpoint::CheckpointInfo;
 use crate::lm::config::MAX_LEN;
 use crate::lm::data::read_split;
 use crate::lm::model::{int_tensor, to_vec, Kernels, Lm, Ops, PositionContext, Scheme};
-use crate::results::csv_bytes;
 
 /// One value of a learned T5 bias table.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -20,6 +20,7 @@ use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ensure, invalid, Error, Result};
+use crate::io::csv::{csv_bytes, read_csv};
 use crate::lm::checkpoint::{
     digest, ensure_dir_writable, ensure_writable, file_digest, read_json, read_state, to_json,
     write_atomic, WEIGHTS_FILE,
@@ -34,7 +35,7 @@ use crate::lm::model::{Kernels, ModelConfig, Scheme};
 use crate::lm::train::{
     load_model, log_line, read_info, train, CheckpointInfo, TrainConfig, TrainRun,
 };
-use crate::results::{csv_bytes, read_csv};
+pub use crate::results::CurveRow;
 
 impl SweepEval {
     /// Evaluates `model` in every mode: rows of `variant`, with `scaling` at inference, and
@@ -252,26 +253,6 @@ struct ItemRecord {
     timing: SweepTiming,
 }
 
-/// One point of a training curve: the validation loss after `step` steps and the mean
-/// training loss of the steps since the previous point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CurveRow {
-    /// Position scheme.
-    pub scheme: String,
-    /// `base`, or `ft-KIND` for a fine-tune.
-    pub variant: String,
-    /// Training seed.
-    pub seed: u64,
-    /// Steps done.
-    pub step: usize,
-    /// Training bytes seen.
-    pub bytes: usize,
-    /// Mean training loss of the steps since the previous point, nats per byte.
-    pub train_loss: f64,
-    /// Validation loss at this step ([`TrainConfig::valid_bytes`] of the split), nats per byte.
-    pub valid_loss: f64,
-}
-
 /// The training curve of a checkpoint from its `state.json`.
 fn curve_rows(dir: &Path, info: &CheckpointInfo, variant: &str) -> Result<Vec<CurveRow>> {
     let state = read_state(dir)?;
@@ -282,7 +263,7 @@ fn curve_rows(dir: &Path, info: &CheckpointInfo, variant: &str) -> Result<Vec<Cu
         let losses = state.losses.get(previous..v.step).unwrap_or(&[]);
         let train_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
         rows.push(CurveRow {
-            scheme: info.model.scheme.name().to_string(),
+            scheme: info.model.scheme,
             variant: variant.to_string(),
             seed: info.train.seed,
             step: v.step,
@@ -833,7 +814,13 @@ fn print_rows(name: &str, rows: &[ResultRow]) {
     for r in rows {
         log_line(&format!(
             "  {:<10} {:<9} {:<10} L={:<5} {:.4} ± {:.4} nats/byte ({} bytes)",
-            r.scheme, r.variant, r.mode, r.eval_len, r.nats_per_byte, r.std_error, r.tokens_scored
+            r.scheme.name(),
+            r.variant,
+            r.mode.name(),
+            r.eval_len,
+            r.nats_per_byte,
+            r.std_error,
+            r.tokens_scored
         ));
     }
 }

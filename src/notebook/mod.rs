@@ -23,8 +23,10 @@
 //!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
 //!   ends in a `Figure` or a `DataFrame` displays it the same way;
 //! - **tables**: [`df_to_html`] renders a DataFrame as an HTML table;
-//! - **results**: [`results`] reads what `posenc sweep` wrote (`data/results/`) and shapes it
-//!   into the perplexity table and curves; [`serde_json`] is re-exported to read checkpoint
+//! - **results**: [`results`] is [`crate::results`] (what `posenc sweep` wrote, typed, with
+//!   its statistics and its one results table) plus its polars views: the results table as a
+//!   DataFrame and any CSV file read with polars; [`run_posenc`] runs the release binary for
+//!   what needs a trained model; [`serde_json`] is re-exported to read checkpoint
 //!   configurations.
 //!
 //! # How a display reaches the notebook
@@ -39,6 +41,7 @@
 //! renderer). The first figure a kernel displays carries plotly.js itself, embedded, so
 //! nothing is fetched from the network; later figures use that copy.
 
+mod binary;
 mod check;
 mod display;
 mod figures;
@@ -53,6 +56,7 @@ pub use ::polars;
 pub use ::polars_io;
 pub use ::serde_json;
 
+pub use binary::{posenc_binary, run_posenc};
 pub use check::{check, check_that, max_err, randn, try_check, CheckFailed};
 pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,

@@ -7,13 +7,13 @@ use clap::{Args, ValueEnum};
 
 use crate::named_arg::named;
 use posenc::encodings::rope::{RopeScaling, ScalingKind};
+use posenc::io::csv::csv_bytes;
 use posenc::lm::checkpoint::{ensure_writable, WeightDtype};
 use posenc::lm::data::default_corpus_dir;
 use posenc::lm::eval::{check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode};
 use posenc::lm::model::{Kernels, ModelConfig, Scheme};
 use posenc::lm::sweep::{sweep as run_sweep, Selection, SweepConfig, SweepEval};
 use posenc::lm::train::{load_model, read_info, train as run_train, TrainConfig, TrainRun};
-use posenc::results::csv_bytes;
 
 /// Where tensors live.
 #[derive(Clone, Copy, ValueEnum)]

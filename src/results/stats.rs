@@ -2,7 +2,8 @@
 //! seeds of each row of `ppl_vs_length.csv` ([`seed_summaries`]), and the difference of two
 //! models, or of one model at two lengths, computed on paired windows and seeds
 //! ([`paired_difference`]) from the per-window losses of `windows/*.csv`
-//! ([`read_windows_dir`]).
+//! ([`super::files::read_windows_dir`]). The mean and standard deviation are written once,
+//! [`mean_and_sd`] (the curves over seeds of [`super::curves`] use it too).
 //!
 //! "A extrapolates better than B" may be said where [`PairedDifference::exceeds`] holds: the
 //! difference is larger than its standard error times the chosen $z$. Pairing matters: two
@@ -16,25 +17,24 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
+use super::rows::{Mode, ModelKey, ResultRow, Scheme, WindowRow};
 use crate::error::{ensure, invalid};
-use crate::results::{read_csv, ResultRow, WindowRow};
-use crate::{Error, Result};
+use crate::Result;
 
 /// One model (scheme and variant) at one length in one mode, summarised over its seeds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SeedSummary {
     /// Position scheme.
-    pub scheme: String,
+    pub scheme: Scheme,
     /// As in [`ResultRow::variant`].
     pub variant: String,
     /// Training length (the same for every seed).
     pub train_len: usize,
     /// `nonoverlap` or `sliding`.
-    pub mode: String,
+    pub mode: Mode,
     /// Evaluated length.
     pub eval_len: usize,
     /// Mean over the $S$ seeds of [`ResultRow::nats_per_byte`]:
@@ -51,19 +51,15 @@ pub struct SeedSummary {
 }
 
 impl SeedSummary {
-    /// `scheme` for base models, `scheme/variant` otherwise (as [`ResultRow::label`]).
-    pub fn label(&self) -> String {
-        if self.variant == "base" {
-            self.scheme.clone()
-        } else {
-            format!("{}/{}", self.scheme, self.variant)
-        }
+    /// The summary's model.
+    pub fn key(&self) -> ModelKey {
+        ModelKey::new(self.scheme, self.variant.clone())
     }
 }
 
-/// `scheme/variant mode eval_len`, how the errors name a model at a length.
-fn describe(scheme: &str, variant: &str, mode: &str, eval_len: usize) -> String {
-    format!("{scheme}/{variant} {mode} {eval_len}")
+/// `scheme/variant mode eval_len` ([`ModelKey::id`]), how the errors name a model at a length.
+fn describe(key: &ModelKey, mode: Mode, eval_len: usize) -> String {
+    format!("{} {} {eval_len}", key.id(), mode.name())
 }
 
 /// The rows of each model (scheme, variant) at each length in each mode, summarised over
@@ -76,22 +72,17 @@ fn describe(scheme: &str, variant: &str, mode: &str, eval_len: usize) -> String 
 /// `scaling_factor` or `train_len` that differs between the seeds of a group, or a
 /// `nats_per_byte` that is not finite.
 pub fn seed_summaries(rows: &[ResultRow]) -> Result<Vec<SeedSummary>> {
-    let mut index: HashMap<(&str, &str, &str, usize), usize> = HashMap::new();
+    let mut index: HashMap<(Scheme, &str, &str, usize), usize> = HashMap::new();
     let mut groups: Vec<Vec<&ResultRow>> = Vec::new();
     for r in rows {
-        let name = || describe(&r.scheme, &r.variant, &r.mode, r.eval_len);
+        let name = || describe(&r.key(), r.mode, r.eval_len);
         ensure(
             r.nats_per_byte.is_finite(),
             "nats_per_byte",
             format!("{} for {} seed {}", r.nats_per_byte, name(), r.seed),
             "a finite loss",
         )?;
-        let key = (
-            r.scheme.as_str(),
-            r.variant.as_str(),
-            r.mode.as_str(),
-            r.eval_len,
-        );
+        let key = (r.scheme, r.variant.as_str(), r.mode.name(), r.eval_len);
         let i = *index.entry(key).or_insert_with(|| {
             groups.push(Vec::new());
             groups.len() - 1
@@ -142,10 +133,10 @@ pub fn seed_summaries(rows: &[ResultRow]) -> Result<Vec<SeedSummary>> {
             let (mean, sd) = mean_and_sd(&values);
             let first = group[0];
             SeedSummary {
-                scheme: first.scheme.clone(),
+                scheme: first.scheme,
                 variant: first.variant.clone(),
                 train_len: first.train_len,
-                mode: first.mode.clone(),
+                mode: first.mode,
                 eval_len: first.eval_len,
                 mean,
                 sd,
@@ -156,8 +147,17 @@ pub fn seed_summaries(rows: &[ResultRow]) -> Result<Vec<SeedSummary>> {
         .collect())
 }
 
-/// Mean and sample standard deviation ($n - 1$ denominator; 0 for fewer than two values).
-fn mean_and_sd(values: &[f64]) -> (f64, f64) {
+/// Mean $\bar x = \frac1n \sum_i x_i$ and sample standard deviation
+/// $\sqrt{\sum_i (x_i - \bar x)^2 / (n-1)}$ (0 for fewer than two values; the mean of no
+/// values is 0), summed in the order given.
+///
+/// # Examples
+/// ```
+/// let (mean, sd) = posenc::results::mean_and_sd(&[1.0, 2.0, 3.0]);
+/// assert_eq!((mean, sd), (2.0, 1.0));
+/// assert_eq!(posenc::results::mean_and_sd(&[1.5]), (1.5, 0.0));
+/// ```
+pub fn mean_and_sd(values: &[f64]) -> (f64, f64) {
     let n = values.len();
     let mean = values.iter().sum::<f64>() / n.max(1) as f64;
     if n < 2 {
@@ -169,27 +169,37 @@ fn mean_and_sd(values: &[f64]) -> (f64, f64) {
 
 /// Which windows of `windows/*.csv` make one side of a [`paired_difference`]: one model
 /// (scheme and variant) at one length in one mode, every seed.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WindowKey {
     /// Position scheme.
-    pub scheme: String,
+    pub scheme: Scheme,
     /// As in [`WindowRow::variant`] (`base` for a model as trained).
     pub variant: String,
     /// `nonoverlap` or `sliding`.
-    pub mode: String,
+    pub mode: Mode,
     /// Evaluated length.
     pub eval_len: usize,
 }
 
 impl WindowKey {
     /// The key of `scheme`/`variant` at `eval_len` in `mode`.
-    pub fn new(scheme: &str, variant: &str, mode: &str, eval_len: usize) -> Self {
+    pub fn new(scheme: Scheme, variant: &str, mode: Mode, eval_len: usize) -> Self {
         WindowKey {
-            scheme: scheme.into(),
+            scheme,
             variant: variant.into(),
-            mode: mode.into(),
+            mode,
             eval_len,
         }
+    }
+
+    /// The key of `model` at `eval_len` in `mode`.
+    pub fn of(model: &ModelKey, mode: Mode, eval_len: usize) -> Self {
+        Self::new(model.scheme, &model.variant, mode, eval_len)
+    }
+
+    /// The key's model.
+    pub fn model(&self) -> ModelKey {
+        ModelKey::new(self.scheme, self.variant.clone())
     }
 
     /// Whether `w` is one of this key's windows (any seed).
@@ -203,7 +213,7 @@ impl WindowKey {
 
 impl fmt::Display for WindowKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = describe(&self.scheme, &self.variant, &self.mode, self.eval_len);
+        let name = describe(&self.model(), self.mode, self.eval_len);
         f.write_str(&name)
     }
 }
@@ -347,7 +357,7 @@ pub fn paired_difference(
         "one mode for both sides (windows of two modes score different bytes)",
     )?;
     ensure(
-        a.eval_len == b.eval_len || a.mode == "nonoverlap",
+        a.eval_len == b.eval_len || a.mode == Mode::Nonoverlap,
         "lengths",
         format!("{a} against {b}"),
         "one length in sliding mode (its windows pair across lengths only in nonoverlap mode)",
@@ -443,33 +453,6 @@ pub fn paired_difference(
     })
 }
 
-/// Reads every `*.csv` file of `dir` (the sweep's `windows/` folder), in file-name order, as
-/// [`WindowRow`]s (header `scheme,variant,seed,mode,eval_len,start,bytes,nats_per_byte`),
-/// through [`read_csv`].
-///
-/// # Errors
-/// [`Error::Io`] when the folder cannot be read or holds no `*.csv` file;
-/// [`Error::Format`] naming the file for one that is not a table of windows.
-pub fn read_windows_dir(dir: &Path) -> Result<Vec<WindowRow>> {
-    let io = |e: &dyn fmt::Display| Error::Io(format!("{}: {e}", dir.display()));
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| io(&e))? {
-        let path = entry.map_err(|e| io(&e))?.path();
-        if path.is_file() && path.extension().is_some_and(|x| x == "csv") {
-            files.push(path);
-        }
-    }
-    if files.is_empty() {
-        return Err(io(&"no *.csv file of windows"));
-    }
-    files.sort();
-    let mut rows = Vec::new();
-    for path in files {
-        rows.extend(read_csv::<WindowRow>(&path)?);
-    }
-    Ok(rows)
-}
-
 /// A window of `key` for tests.
 #[cfg(test)]
 pub(crate) fn window(
@@ -480,10 +463,10 @@ pub(crate) fn window(
     nats_per_byte: f64,
 ) -> WindowRow {
     WindowRow {
-        scheme: key.scheme.clone(),
+        scheme: key.scheme,
         variant: key.variant.clone(),
         seed,
-        mode: key.mode.clone(),
+        mode: key.mode,
         eval_len: key.eval_len,
         start,
         bytes,
@@ -498,8 +481,8 @@ mod tests {
 
     fn keys() -> (WindowKey, WindowKey) {
         (
-            WindowKey::new("m", "base", "nonoverlap", 256),
-            WindowKey::new("m", "base", "nonoverlap", 128),
+            WindowKey::new(Scheme::Rope, "base", Mode::Nonoverlap, 256),
+            WindowKey::new(Scheme::Rope, "base", Mode::Nonoverlap, 128),
         )
     }
 
@@ -565,8 +548,8 @@ mod tests {
         // of d = (0, 1, 3) would be 4/3);
         // weights (0.5, 0.25, 0.25): e = (0.5 * -1, 0.25 * 0, 0.25 * 2) - 0 = (-0.5, 0, 0.5)
         // se_windows = sqrt(3/2 * 0.5) = sqrt(0.75)
-        let a = WindowKey::new("x", "base", "sliding", 128);
-        let b = WindowKey::new("y", "base", "sliding", 128);
+        let a = WindowKey::new(Scheme::Xl, "base", Mode::Sliding, 128);
+        let b = WindowKey::new(Scheme::Xpos, "base", Mode::Sliding, 128);
         let mut rows = Vec::new();
         for (start, bytes, p) in [(0, 128, 1.0), (64, 64, 2.0), (128, 64, 4.0)] {
             rows.push(window(&a, 0, start, bytes, p));
@@ -591,11 +574,14 @@ mod tests {
         r.retain(|w| !(w.eval_len == 128 && w.seed == 1 && w.start == 512));
         let e = err(&r, &a, &b);
         assert!(
-            e.contains("m/base nonoverlap 256 seed 1 start 512") && e.contains("partner"),
+            e.contains("rope/base nonoverlap 256 seed 1 start 512") && e.contains("partner"),
             "{e}"
         );
         let e = err(&r, &b, &a);
-        assert!(e.contains("m/base nonoverlap 256 seed 1 start 512"), "{e}");
+        assert!(
+            e.contains("rope/base nonoverlap 256 seed 1 start 512"),
+            "{e}"
+        );
         // a seed whose windows start elsewhere than the first seed's
         let mut r = rows.clone();
         r.retain(|w| !(w.seed == 1 && w.start == 512));
@@ -604,19 +590,19 @@ mod tests {
         let mut r = rows.clone();
         r.retain(|w| (w.eval_len == 256) == (w.seed == 0));
         assert!(err(&r, &a, &b).contains("at least one seed"));
-        let c = WindowKey::new("m", "base", "nonoverlap", 512);
-        assert!(err(&rows, &c, &b).contains("none of m/base nonoverlap 512"));
+        let c = WindowKey::new(Scheme::Rope, "base", Mode::Nonoverlap, 512);
+        assert!(err(&rows, &c, &b).contains("none of rope/base nonoverlap 512"));
         // bytes that differ between paired windows of one length
         let mut r = rows.clone();
-        let other = WindowKey::new("n", "base", "nonoverlap", 128);
+        let other = WindowKey::new(Scheme::Nope, "base", Mode::Nonoverlap, 128);
         r.extend(rows.iter().filter(|w| b.matches(w)).map(|w| WindowRow {
-            scheme: "n".into(),
+            scheme: Scheme::Nope,
             bytes: if w.start == 256 { 100 } else { w.bytes },
             ..w.clone()
         }));
         let e = err(&r, &b, &other);
         assert!(
-            e.contains("128 in m/base nonoverlap 128 against 100"),
+            e.contains("128 in rope/base nonoverlap 128 against 100"),
             "{e}"
         );
         // a window twice, no bytes, a loss that is not finite
@@ -630,9 +616,9 @@ mod tests {
         r[0].nats_per_byte = f64::NAN;
         assert!(err(&r, &a, &b).contains("NaN"));
         // modes, and lengths outside nonoverlap mode
-        let s = WindowKey::new("m", "base", "sliding", 128);
+        let s = WindowKey::new(Scheme::Rope, "base", Mode::Sliding, 128);
         assert!(err(&rows, &a, &s).contains("invalid modes"));
-        let s2 = WindowKey::new("m", "base", "sliding", 256);
+        let s2 = WindowKey::new(Scheme::Rope, "base", Mode::Sliding, 256);
         assert!(err(&rows, &s2, &s).contains("invalid lengths"));
     }
 
@@ -644,8 +630,8 @@ mod tests {
             proptest::collection::vec(-1.0f64..1.0, 3),
         )
             .prop_map(|(seeds, windows, shift)| {
-                let m = WindowKey::new("m", "base", "sliding", 256);
-                let n = WindowKey::new("n", "ntk", "sliding", 256);
+                let m = WindowKey::new(Scheme::Rope, "base", Mode::Sliding, 256);
+                let n = WindowKey::new(Scheme::Nope, "ntk", Mode::Sliding, 256);
                 let mut rows = Vec::new();
                 for seed in 0..seeds {
                     for (i, &(bytes, x, y)) in windows.iter().enumerate() {
@@ -661,7 +647,7 @@ mod tests {
     proptest! {
         #[test]
         fn a_model_against_itself_is_exactly_zero(rows in arbitrary_windows()) {
-            let m = WindowKey::new("m", "base", "sliding", 256);
+            let m = WindowKey::new(Scheme::Rope, "base", Mode::Sliding, 256);
             let d = paired_difference(&rows, &m, &m).unwrap();
             prop_assert_eq!(d.mean, 0.0);
             prop_assert_eq!(d.se, 0.0);
@@ -671,8 +657,8 @@ mod tests {
 
         #[test]
         fn swapping_the_sides_negates_the_difference(rows in arbitrary_windows()) {
-            let m = WindowKey::new("m", "base", "sliding", 256);
-            let n = WindowKey::new("n", "ntk", "sliding", 256);
+            let m = WindowKey::new(Scheme::Rope, "base", Mode::Sliding, 256);
+            let n = WindowKey::new(Scheme::Nope, "ntk", Mode::Sliding, 256);
             let (ab, ba) = (
                 paired_difference(&rows, &m, &n).unwrap(),
                 paired_difference(&rows, &n, &m).unwrap(),
@@ -690,7 +676,7 @@ mod tests {
     fn result(variant: &str, eval_len: usize, seed: u64, nats: f64) -> ResultRow {
         ResultRow {
             scaling_factor: (variant == "ntk").then_some(2.0),
-            ..ResultRow::example("rope", variant, eval_len, seed, nats)
+            ..ResultRow::example(Scheme::Rope, variant, eval_len, seed, nats)
         }
     }
 
@@ -709,7 +695,7 @@ mod tests {
             result("base", 256, 1, 2.0),
         ];
         let s = seed_summaries(&rows).unwrap();
-        let found: Vec<(String, usize)> = s.iter().map(|s| (s.label(), s.eval_len)).collect();
+        let found: Vec<(String, usize)> = s.iter().map(|s| (s.key().label(), s.eval_len)).collect();
         assert_eq!(
             found,
             [
@@ -752,53 +738,28 @@ mod tests {
         assert!(e.to_string().contains("a finite loss"), "{e}");
     }
 
-    #[test]
-    fn read_windows_dir_reads_every_csv_and_names_bad_files() {
-        let dir = std::env::temp_dir().join(format!("posenc-windows-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let e = read_windows_dir(&dir).unwrap_err().to_string();
-        assert!(e.contains("no *.csv file"), "{e}");
-        let rows = example();
-        let (first, second) = rows.split_at(5);
-        std::fs::write(
-            dir.join("b.csv"),
-            crate::results::csv_bytes(second).unwrap(),
-        )
-        .unwrap();
-        std::fs::write(dir.join("a.csv"), crate::results::csv_bytes(first).unwrap()).unwrap();
-        std::fs::write(dir.join("notes.txt"), "not a table").unwrap();
-        assert_eq!(read_windows_dir(&dir).unwrap(), rows);
-        std::fs::write(dir.join("c.csv"), "scheme,variant\nrope,base\n").unwrap();
-        let e = read_windows_dir(&dir).unwrap_err().to_string();
-        assert!(e.contains("c.csv"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
-        let e = read_windows_dir(&dir).unwrap_err().to_string();
-        assert!(e.contains("posenc-windows"), "{e}");
-    }
-
     /// The sweep's real windows: rope at 2048 against 128 (nonoverlap, seed 0) paired by
     /// start is the difference of the two rows of `ppl_vs_length.csv`, which are computed
     /// from the same losses independently (total nats over total bytes).
     #[test]
     fn real_windows_agree_with_the_results_rows() {
-        let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/results");
-        let windows = read_windows_dir(&results.join("windows")).unwrap();
-        let rows: Vec<ResultRow> = read_csv(&results.join("ppl_vs_length.csv")).unwrap();
+        let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/results");
+        let (rows, windows) = crate::results::files::read_results_dir(&results).unwrap();
+        let windows = windows.unwrap();
         let row = |l: usize| {
             rows.iter()
                 .find(|r| {
-                    r.scheme == "rope"
+                    r.scheme == Scheme::Rope
                         && r.variant == "base"
-                        && r.mode == "nonoverlap"
+                        && r.mode == Mode::Nonoverlap
                         && r.eval_len == l
                         && r.seed == 0
                 })
                 .unwrap()
                 .nats_per_byte
         };
-        let a = WindowKey::new("rope", "base", "nonoverlap", 2048);
-        let b = WindowKey::new("rope", "base", "nonoverlap", 128);
+        let a = WindowKey::new(Scheme::Rope, "base", Mode::Nonoverlap, 2048);
+        let b = WindowKey::new(Scheme::Rope, "base", Mode::Nonoverlap, 128);
         let d = paired_difference(&windows, &a, &b).unwrap();
         let (_, seed0) = d.per_seed.iter().find(|p| p.0 == 0).copied().unwrap();
         println!(
@@ -813,8 +774,8 @@ mod tests {
         assert!((seed0 - (row(2048) - row(128))).abs() < 1e-9);
         assert!(d.se_windows > 0.0 && d.n_windows > 1);
         // sliding windows pair across models at one length
-        let ntk = WindowKey::new("rope", "ntk", "sliding", 2048);
-        let base = WindowKey::new("rope", "base", "sliding", 2048);
+        let ntk = WindowKey::new(Scheme::Rope, "ntk", Mode::Sliding, 2048);
+        let base = WindowKey::new(Scheme::Rope, "base", Mode::Sliding, 2048);
         let d = paired_difference(&windows, &ntk, &base).unwrap();
         println!(
             "rope/ntk - rope, sliding 2048, seed 0: {:.6} ± {:.6} ({} windows)",

@@ -1,0 +1,3 @@
+//! Reading and writing files: CSV tables through serde ([`csv`]).
+
+pub mod csv;
