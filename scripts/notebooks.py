@@ -535,7 +535,7 @@ def cmd_timings(args):
         figures["kernel start"] = k.startup
         figures["warm first cell"], _ = k.run(dep_cell)
         first_cell_cpu = k.cpu
-        k.run("use posenc::prelude::*;")
+        k.run("use posenc::notebook::prelude::*;")
         figures["typical cell, first run"], _ = k.run(TYPICAL_CELL)
         typical_cpu = k.cpu
         reruns = [k.run(TYPICAL_CELL)[0] for _ in range(args.reruns)]

@@ -33,7 +33,9 @@ pub mod results;
 
 pub use error::{Error, Result};
 
-/// Common names for notebooks and examples: `use posenc::prelude::*;`.
+/// The math API in one import, `use posenc::prelude::*;`: every encoding, the reference
+/// attention, the error type and the ndarray names they take. Notebooks use
+/// [`notebook::prelude`] instead, which adds the figures, checks and tables.
 pub mod prelude {
     pub use crate::attention::{attention, AttentionOutput, PositionScheme};
     pub use crate::encodings::alibi::{alibi_bias, alibi_slopes, Alibi};
@@ -56,8 +58,6 @@ pub mod prelude {
     pub use crate::encodings::tupe::Tupe;
     pub use crate::encodings::xl::{rel_shift, TransformerXl};
     pub use crate::encodings::xpos::XPos;
-    #[cfg(feature = "notebook")]
-    pub use crate::notebook::*;
     pub use crate::{Error, Result};
     pub use ndarray::{array, s, Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
 }

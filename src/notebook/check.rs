@@ -6,7 +6,7 @@
 //! value, another algorithm), or one computation against a reference value:
 //!
 //! ```
-//! use posenc::prelude::*;
+//! use posenc::notebook::prelude::*;
 //! let pe = sinusoidal_table(3, 4)?;
 //! // PE(2) = (sin 2, cos 2, sin 0.02, cos 0.02)
 //! let by_hand = array![2f64.sin(), 2f64.cos(), 0.02f64.sin(), 0.02f64.cos()];
@@ -56,7 +56,7 @@ impl std::error::Error for CheckFailed {}
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// assert_eq!(try_check("1 + 1 = 2", (1.0f64 + 1.0 - 2.0).abs(), 0.0), Ok(0.0));
 /// let failed = try_check("pi = 3", (std::f64::consts::PI - 3.0).abs(), 1e-3).unwrap_err();
 /// assert!(failed.to_string().starts_with("CHECK FAILED: pi = 3"));
@@ -85,7 +85,7 @@ pub fn try_check(what: &str, err: f64, tol: f64) -> Result<f64, CheckFailed> {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let slopes = alibi_slopes(8)?;
 /// // s_1 = 2^(-8/8) = 1/2
 /// check("first ALiBi slope of 8 heads is 1/2", (slopes[0] as f64 - 0.5).abs(), 0.0);
@@ -112,7 +112,7 @@ pub fn check(what: &str, err: f64, tol: f64) {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let slopes = alibi_slopes(8)?;
 /// check_that("ALiBi slopes fall from head to head", slopes[0] > slopes[7], "s_1 > s_8");
 /// # Ok::<(), posenc::Error>(())
@@ -133,7 +133,7 @@ pub fn check_that(what: &str, holds: bool, detail: &str) {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let a = array![[1.0f32, 2.0], [3.0, f32::NEG_INFINITY]];
 /// let b = array![[1.0f64, 2.5], [3.0, f64::NEG_INFINITY]];
 /// assert_eq!(max_err(&a, &b.view())?, 0.5);
@@ -171,7 +171,7 @@ where
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// assert_eq!(randn(3, 4, 7), randn(3, 4, 7));
 /// assert_ne!(randn(3, 4, 7), randn(3, 4, 8));
 /// ```

@@ -61,7 +61,7 @@ pub trait Show {
 ///
 /// # Examples
 /// ```no_run
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let fig = lines(&[0.0, 1.0, 2.0], &[("y = x", [0.0, 1.0, 2.0])]).title("A line").x("x").y("y");
 /// show(&fig);
 /// ```

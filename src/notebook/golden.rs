@@ -29,7 +29,7 @@ fn field_text<'a>(text: &'a str, marker: &str, field: &str) -> Result<&'a str> {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let text = "{\"cases\": [\n{\"heads\": 2, \"slopes\": [0.0625, 0.00390625]},\n]}";
 /// assert_eq!(golden_array(text, "\"heads\": 2,", "slopes")?, vec![0.0625, 0.00390625]);
 /// # Ok::<(), posenc::Error>(())
@@ -61,7 +61,7 @@ pub fn golden_array(text: &str, marker: &str, field: &str) -> Result<Vec<f64>> {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let text = "{\"name\": \"yarn\", \"attention_factor\": 1.1386},";
 /// assert_eq!(golden_number(text, "\"name\": \"yarn\"", "attention_factor")?, 1.1386);
 /// # Ok::<(), posenc::Error>(())

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! :dep posenc = { path = "..", features = ["notebook"] }
-//! use posenc::prelude::*;
+//! use posenc::notebook::prelude::*;
 //! ```
 //!
 //! because this module re-exports the crates the notebooks use ([`ndarray`], [`ndarray_rand`],
@@ -40,6 +40,14 @@
 //! `text/html` (drawn by plotly.js; used by HTML export and by front-ends without the
 //! renderer). The first figure a kernel displays carries plotly.js itself, embedded, so
 //! nothing is fetched from the network; later figures use that copy.
+
+/// Everything a notebook uses, in one import: the math prelude ([`crate::prelude`]), this
+/// module's helpers, the crates it re-exports, and [`results`] (the crate's results with
+/// their polars views).
+pub mod prelude {
+    pub use super::*;
+    pub use crate::prelude::*;
+}
 
 mod binary;
 mod check;

@@ -29,7 +29,7 @@ impl Default for TableOptions {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let df = df!("scheme" => ["rope", "alibi"], "ppl" => [3.25, 3.5]).unwrap();
 /// let html = df_to_html(&df);
 /// assert!(html.contains("<td>alibi</td>") && html.contains("<td>3.2500</td>"));

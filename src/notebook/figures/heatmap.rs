@@ -33,7 +33,7 @@ pub struct Heatmap {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let pe = sinusoidal_table(32, 16)?;
 /// let fig = heatmap(&pe).title("Sinusoidal table").x("dimension i").y("position m")
 ///     .colorbar("value")

@@ -35,7 +35,7 @@ pub struct Lines {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let x = [1.0, 2.0, 4.0, 8.0];
 /// let fig = lines(&x, &[("x^2", vec![1.0, 4.0, 16.0, 64.0])])
 ///     .line("x", &x)
@@ -70,7 +70,7 @@ where
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let series = [("heads 1..8", vec![1, 2, 3], vec![0.5, 0.25, 0.125]), ("head 9", vec![9], vec![0.7])];
 /// let fig = lines_xy(&series).markers().title("ALiBi slopes").x("head").y("slope").figure()?;
 /// assert!(fig.to_json().contains("head 9"));
@@ -105,7 +105,7 @@ pub type BandSeries<S = String> = (S, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let series = vec![
 ///     ("rope".to_string(), vec![128.0, 2048.0], vec![1.5, 3.5], vec![1.4, 3.2], vec![1.6, 3.8]),
 ///     ("alibi".to_string(), vec![128.0, 2048.0], vec![1.6, 1.6], vec![1.6, 1.6], vec![1.6, 1.6]),
@@ -135,7 +135,7 @@ pub fn lines_with_bands<S: AsRef<str>>(series: &[BandSeries<S>]) -> Lines {
 ///
 /// # Examples
 /// ```
-/// use posenc::prelude::*;
+/// use posenc::notebook::prelude::*;
 /// let df = df!(
 ///     "length" => [128u32, 256, 128, 256],
 ///     "perplexity" => [3.1, 3.4, 3.0, 9.5],
@@ -226,7 +226,7 @@ impl Lines {
     ///
     /// # Examples
     /// ```
-    /// use posenc::prelude::*;
+    /// use posenc::notebook::prelude::*;
     /// let fig = lines(&[1, 2, 3], &[("mean", vec![2.0, 3.0, 4.0])])
     ///     .band("mean", &[1.5, 2.5, 3.0], &[2.5, 3.5, 5.0])
     ///     .title("A mean and its range").x("x").y("y")
