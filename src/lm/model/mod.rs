@@ -228,8 +228,7 @@ impl SelfAttention {
         x: Tensor<3>,
     ) -> Result<Tensor<3>> {
         let [b, l, d] = x.dims();
-        let (q, k, v) = self.project(c, x, ops);
-        let terms = self.terms(c, ctx, rows, ops, &q, &k)?;
+        let (q, k, v, terms) = self.inputs(c, ctx, rows, ops, x)?;
         let o = ops.attention(q, k, v, terms, c.score_scale());
         // [B, H, L, dh] -> [B, L, d]
         Ok(ops.linear(&self.out, o.swap_dims(1, 2).reshape([b, l, d])))
@@ -249,12 +248,26 @@ impl SelfAttention {
         x: Tensor<3>,
     ) -> Result<(Tensor<3>, Tensor<4>)> {
         let [b, l, d] = x.dims();
-        let (q, k, v) = self.project(c, x, ops);
-        let terms = self.terms(c, ctx, rows, ops, &q, &k)?;
+        let (q, k, v, terms) = self.inputs(c, ctx, rows, ops, x)?;
         let parts: AttentionParts = reference::attention_parts(q, k, v, terms, c.score_scale());
         // [B, H, L, dh] -> [B, L, d]
         let o = parts.output.swap_dims(1, 2).reshape([b, l, d]);
         Ok((reference::linear(&self.out, o), parts.probs))
+    }
+
+    /// Queries, keys and values `[B, H, L, d_head]` of `x [B, L, d_model]` and the scheme's
+    /// terms for them: everything attention takes.
+    fn inputs(
+        &self,
+        c: &ModelConfig,
+        ctx: &PositionContext,
+        rows: &AbsoluteRows,
+        ops: Ops,
+        x: Tensor<3>,
+    ) -> Result<(Tensor<4>, Tensor<4>, Tensor<4>, ScoreTerms)> {
+        let (q, k, v) = self.project(c, x, ops);
+        let terms = self.terms(c, ctx, rows, ops, &q, &k)?;
+        Ok((q, k, v, terms))
     }
 
     /// Queries, keys and values `[B, H, L, d_head]` of `x [B, L, d_model]`.

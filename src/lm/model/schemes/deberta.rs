@@ -58,24 +58,14 @@ impl DebertaParams {
         // K^r = E^r W_k, Q^r = E^r W_q, [H, 2s, dh]
         let pos_key = split_heads(input.key.forward(self.rel.val()), h);
         let pos_query = split_heads(input.query.forward(self.rel.val()), h);
-        // c2p: q_i . K^r_{idx_ij}
-        let c2p = input.ops.relative_gather(
-            input
-                .q
-                .clone()
-                .matmul(pos_key.swap_dims(1, 2).unsqueeze::<4>()),
-            &o.index,
-            false,
-        );
-        // p2c: k_j . Q^r_{idx_ij} (the transposed gather)
-        let p2c = input.ops.relative_gather(
-            input
-                .k
-                .clone()
-                .matmul(pos_query.swap_dims(1, 2).unsqueeze::<4>()),
-            &o.index,
-            true,
-        );
+        // x . P^r for every bucket, [B, H, L, 2s], gathered at idx_ij (transposed: at idx_ji)
+        let gathered = |x: &Tensor<4>, pos: Tensor<3>, transposed: bool| {
+            let scores = x.clone().matmul(pos.swap_dims(1, 2).unsqueeze::<4>());
+            input.ops.relative_gather(scores, &o.index, transposed)
+        };
+        // c2p: q_i . K^r_{idx_ij}; p2c: k_j . Q^r_{idx_ij} (the transposed gather)
+        let c2p = gathered(input.q, pos_key, false);
+        let p2c = gathered(input.k, pos_query, true);
         ScoreTerms {
             relative: Some(c2p + p2c),
             ..ScoreTerms::default()
