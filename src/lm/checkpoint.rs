@@ -415,7 +415,7 @@ pub fn save(
 
 /// [`save`], stopped after `stop` as a kill would stop it (for the tests of [`recover`]).
 #[doc(hidden)]
-pub fn save_until(
+pub(crate) fn save_until(
     dir: &Path,
     model: &Lm,
     optimizer: Option<&ModuleOptimizer>,

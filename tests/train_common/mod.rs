@@ -32,8 +32,12 @@ pub fn array2(t: Tensor<2>) -> Array2<f32> {
     Array2::from_shape_vec((r, c), posenc::lm::model::to_vec(t)).unwrap()
 }
 
-#[allow(unused_imports)]
-pub use posenc::lm::model::init::tensor2;
+/// An ndarray `[rows, cols]` as a tensor.
+pub fn tensor2(a: &Array2<f32>, device: &burn::tensor::Device) -> Tensor<2> {
+    let a = a.as_standard_layout();
+    let data = burn::tensor::TensorData::new(a.iter().copied().collect(), [a.nrows(), a.ncols()]);
+    Tensor::from_data(data, device)
+}
 
 /// Bytes of a pseudo-random text.
 pub fn text(n: usize, seed: u64) -> Vec<u8> {

@@ -13,7 +13,7 @@
 //! `tests/train_equivalence.rs` checks against the reference [`crate::attention::attention`].
 
 pub mod context;
-pub mod init;
+pub(crate) mod init;
 pub mod schemes;
 
 use burn::module::{Module, Param};

@@ -184,8 +184,8 @@ multiversion! {
 
 /// Where a `[B, H, L, D]` tensor's elements lie in its buffer: the offset of element
 /// `(0, 0, 0, 0)` and the strides of the batch, head and row axes; the `D` values of a row are
-/// contiguous. [`HeadLayout::contiguous`] is `[B, H, L, D]` memory; [`HeadLayout::interleaved`]
-/// is `[B, L, H, D]` memory (the heads of a Linear output side by side), read without a copy.
+/// contiguous. [`HeadLayout::interleaved`] is `[B, L, H, D]` memory (the heads of a Linear
+/// output side by side), read without a copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeadLayout {
     /// Offset of element `(0, 0, 0, 0)`.
@@ -199,16 +199,6 @@ pub struct HeadLayout {
 }
 
 impl HeadLayout {
-    /// `[B, H, L, D]` in that order.
-    pub fn contiguous(d: &AttentionDims) -> Self {
-        Self {
-            offset: 0,
-            batch: d.heads * d.len * d.dim,
-            head: d.len * d.dim,
-            row: d.dim,
-        }
-    }
-
     /// `[B, L, H, D]` in memory, indexed as `[B, H, L, D]`.
     pub fn interleaved(d: &AttentionDims) -> Self {
         Self {
@@ -247,14 +237,6 @@ pub struct Heads<'a> {
 }
 
 impl<'a> Heads<'a> {
-    /// A contiguous `[B, H, L, D]` tensor.
-    pub fn contiguous(data: &'a [f32], d: &AttentionDims) -> Self {
-        Self {
-            data,
-            layout: HeadLayout::contiguous(d),
-        }
-    }
-
     /// Row 0 of head `bh` and the row stride.
     fn head(&self, bh: usize, d: &AttentionDims) -> (*const f32, usize) {
         // SAFETY: in bounds, checked by `check` before any head is read.

@@ -17,9 +17,9 @@
 //! it was chosen for a Flex device. The composed [`super::reference`] is the specification
 //! the tests compare them with (values, gradients and finite differences).
 
-pub mod cpu;
-pub mod extension;
-pub mod simd;
+pub(crate) mod cpu;
+pub(crate) mod extension;
+pub(crate) mod simd;
 
 use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
