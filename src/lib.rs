@@ -35,7 +35,8 @@ pub use error::{Error, Result};
 
 /// The math API in one import, `use posenc::prelude::*;`: every encoding, the reference
 /// attention, the error type and the ndarray names they take. Notebooks use
-/// [`notebook::prelude`] instead, which adds the figures, checks and tables.
+/// `posenc::notebook::prelude` (feature `notebook`) instead, which adds the figures, checks
+/// and tables.
 pub mod prelude {
     pub use crate::attention::{attention, AttentionOutput, PositionScheme};
     pub use crate::encodings::alibi::{alibi_bias, alibi_slopes, Alibi};

@@ -68,7 +68,7 @@ fn describe(key: &ModelKey, mode: Mode, eval_len: usize) -> String {
 /// $\sqrt{\sum_s (x_s - \bar x)^2 / (S-1)}$ (0 with one seed), summed in ascending seed order.
 ///
 /// # Errors
-/// [`Error::InvalidParameter`] for two rows of one group with the same seed (naming them), a
+/// [`crate::Error::InvalidParameter`] for two rows of one group with the same seed (naming them), a
 /// `scaling_factor` or `train_len` that differs between the seeds of a group, or a
 /// `nats_per_byte` that is not finite.
 pub fn seed_summaries(rows: &[ResultRow]) -> Result<Vec<SeedSummary>> {
@@ -339,7 +339,7 @@ fn weighted_mean(windows: &[&WindowRow]) -> (f64, Vec<f64>) {
 /// exactly 0 with standard error 0.
 ///
 /// # Errors
-/// [`Error::InvalidParameter`] when `a` and `b` differ in mode, or in length in another mode
+/// [`crate::Error::InvalidParameter`] when `a` and `b` differ in mode, or in length in another mode
 /// than `nonoverlap`; when either has no windows, or no seed has windows of both; for a
 /// window of either side without its partner (same seed and start) on the other, naming it;
 /// for a seed whose paired windows start elsewhere than the first seed's; for paired windows

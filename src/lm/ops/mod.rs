@@ -1,7 +1,7 @@
 //! The tensor operations of the language model, in two implementations chosen once per
-//! device: the composed burn operations of [`reference`] (the specification; any backend) and
-//! the fused CPU operations of [`fused`] (the Flex backend; one parallel pass forward and one
-//! backward each).
+//! device: the composed burn operations of [`reference`](mod@reference) (the specification;
+//! any backend) and the fused CPU operations of [`fused`] (the Flex backend; one parallel pass
+//! forward and one backward each).
 //!
 //! [`Ops`] is that choice. The model calls every operation through it and never asks which
 //! backend it runs on; a position scheme hands its contribution to attention over as

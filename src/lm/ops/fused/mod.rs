@@ -1,5 +1,5 @@
 //! The fused operations on the Flex CPU backend: each one burn backend-extension operation
-//! with its own backward step ([`extension::FusedOps`]), so it lives inside burn's autograd
+//! with its own backward step (`FusedOps`, a burn backend extension), so it lives inside burn's autograd
 //! like any other operation.
 //!
 //! burn's autodiff records `softmax`, `layer_norm`, `gelu` and `log_softmax` as chains of
