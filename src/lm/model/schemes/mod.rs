@@ -2,8 +2,11 @@
 //! by the scheme's own constructor in [`crate::encodings`]), its position-only objects for one
 //! length (built by [`crate::encodings`] as data), and the [`ScoreTerms`] it hands to attention.
 //!
-//! This file is the dispatch: three enums with one variant per [`Scheme`] and matches without
-//! a catch-all, so a new scheme fails to compile until each names it. A layer reads its
+//! This file is the dispatch: two enums with a variant per [`Scheme`] (the parameters of a
+//! layer, [`LayerPositions`], and of the model, [`AbsolutePositions`]) and one `match` over
+//! [`Scheme`] for the objects, none with a catch-all, so a new scheme fails to compile until
+//! each names it. Adding a scheme: its math file in [`crate::encodings`], its file here, and
+//! one arm in each of these. A layer reads its
 //! scheme's objects from the [`PositionContext`] by type ([`PositionContext::objects`]): a
 //! context built for another scheme is an error, never a missing term.
 //!
