@@ -1,5 +1,5 @@
 //! The fused operations as a burn backend extension: one trait, implemented on the Flex CPU
-//! backend by [`super::cpu`] and on `Autodiff<Flex>` with hand-written backward steps, so the
+//! backend by the slice kernels of [`super`] and on `Autodiff<Flex>` with hand-written backward steps, so the
 //! operations sit inside burn's own autograd.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -12,7 +12,9 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{backend_extension, Autodiff, Backend, ExtensionType, Flex};
 use burn::tensor::{DType, Shape, TensorData};
 
-use super::cpu::{self, AttentionDims, Bias, HeadLayout, Heads, RelativeValues};
+use super::attention::{self, Bias, RelativeValues};
+use super::heads::{AttentionDims, HeadLayout, Heads};
+use super::{gather, gelu, linear, nll, norm, rope};
 use std::sync::Arc;
 
 /// An additive attention-score bias, in one of the two shapes the schemes produce.
@@ -64,7 +66,7 @@ pub trait FusedOps: Backend {
 
     /// RoPE (half layout) of `x [B, H, L, D]` with constant `cos`, `sin` `[L, D]`; with
     /// `pairs_interleaved`, the pairs $(x_{2j}, x_{2j+1})$ rotated and written in the half
-    /// layout ([`cpu::rope_half`]).
+    /// layout ([`rope::rope_half`]).
     fn fused_rope(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
@@ -88,7 +90,7 @@ pub trait FusedOps: Backend {
 
     /// The relative-position gather of `a [B, H, L, R]` by a constant `index [L, L]`,
     /// `[B, H, L, L]`: $a_{i, \text{index}_{ij}}$, or $a_{j, \text{index}_{ij}}$ when
-    /// `transposed` ([`cpu::relative_gather`]).
+    /// `transposed` ([`gather::relative_gather`]).
     fn fused_relative_gather(
         a: FloatTensor<Self>,
         index: IntTensor<Self>,
@@ -115,7 +117,7 @@ fn gather_parts(a: &FlexTensor, index: &FlexTensor) -> ([usize; 4], Vec<usize>) 
     (dims, idx)
 }
 
-/// [`cpu::relative_gather`] on Flex tensors.
+/// [`gather::relative_gather`] on Flex tensors.
 fn relative_gather_flex(
     a: &FlexTensor,
     dims: [usize; 4],
@@ -123,7 +125,7 @@ fn relative_gather_flex(
     transposed: bool,
 ) -> FlexTensor {
     let [b, h, l, r] = dims;
-    let y = cpu::relative_gather(&values(a), idx, (l, r), transposed);
+    let y = gather::relative_gather(&values(a), idx, (l, r), transposed);
     flex(y, &[b, h, l, l])
 }
 
@@ -136,7 +138,7 @@ fn rope_flex(
 ) -> FlexTensor {
     let dims = dims4(x);
     let xb = HeadsBuf::new(x);
-    let y = cpu::rope_half(
+    let y = rope::rope_half(
         xb.heads(),
         &values(cos),
         &values(sin),
@@ -152,7 +154,7 @@ fn linear_flex(x: &FlexTensor, w: &FlexTensor, b: Option<&FlexTensor>) -> FlexTe
     let mut shape = x.layout().shape().to_vec();
     let [n_in, n_out] = [w.layout().shape()[0], w.layout().shape()[1]];
     let b = b.map(values);
-    let y = cpu::linear_forward(&values(x), &values(w), b.as_deref(), n_in);
+    let y = linear::linear_forward(&values(x), &values(w), b.as_deref(), n_in);
     if let Some(last) = shape.last_mut() {
         *last = n_out;
     }
@@ -304,12 +306,12 @@ fn attention_forward_flex(
             rows: t.layout().shape()[0],
         });
     let (out, lse) = match bias {
-        ScoreBias::None => cpu::attention_forward(qkv, (Bias::None, rv), scale, dims),
+        ScoreBias::None => attention::attention_forward(qkv, (Bias::None, rv), scale, dims),
         ScoreBias::Heads(b) => {
-            cpu::attention_forward(qkv, (Bias::Heads(&values(b)), rv), scale, dims)
+            attention::attention_forward(qkv, (Bias::Heads(&values(b)), rv), scale, dims)
         }
         ScoreBias::Batch(b) => {
-            cpu::attention_forward(qkv, (Bias::Batch(&values(b)), rv), scale, dims)
+            attention::attention_forward(qkv, (Bias::Batch(&values(b)), rv), scale, dims)
         }
     };
     (
@@ -321,7 +323,7 @@ fn attention_forward_flex(
 /// GELU on a Flex tensor: $y$ and $\Phi(x)$.
 fn gelu_flex(x: &FlexTensor) -> (FlexTensor, FlexTensor) {
     let shape = x.layout().shape().to_vec();
-    let (y, cdf) = cpu::gelu_forward(&values(x));
+    let (y, cdf) = gelu::gelu_forward(&values(x));
     (flex(y, &shape), flex(cdf, &shape))
 }
 
@@ -383,7 +385,7 @@ impl FusedOps for Flex {
         eps: f32,
     ) -> FlexTensor {
         let shape = x.layout().shape().to_vec();
-        let (y, _) = cpu::layer_norm_forward(&values(&x), &values(&gamma), &values(&beta), eps);
+        let (y, _) = norm::layer_norm_forward(&values(&x), &values(&gamma), &values(&beta), eps);
         flex(y, &shape)
     }
 
@@ -391,7 +393,7 @@ impl FusedOps for Flex {
         let shape = logits.layout().shape().to_vec();
         let vocab = shape[shape.len() - 1];
         let t = indices(&targets);
-        let (nll, _) = cpu::nll_forward(&values(&logits), &t, vocab);
+        let (nll, _) = nll::nll_forward(&values(&logits), &t, vocab);
         flex(nll, &[t.len()])
     }
 }
@@ -460,7 +462,7 @@ impl AttentionState {
                 index: idx,
                 rows: t.layout().shape()[0],
             });
-        let g = cpu::attention_backward(
+        let g = attention::attention_backward(
             (q.heads(), k.heads(), v.heads()),
             (out.heads(), dout.heads(), &lse),
             (bias, rv),
@@ -539,7 +541,7 @@ impl Backward<Flex, 1> for GeluBackward {
         one_input_backward(ops, grads, |(x, cdf), dy| {
             let shape = x.layout().shape().to_vec();
             flex(
-                cpu::gelu_backward(&values(&x), &values(&cdf), &values(dy)),
+                gelu::gelu_backward(&values(&x), &values(&cdf), &values(dy)),
                 &shape,
             )
         });
@@ -565,7 +567,7 @@ impl Backward<Flex, 3> for LayerNormBackward {
         let shape = x.layout().shape().to_vec();
         let d = gamma.layout().shape()[0];
         let (dx, dgamma, dbeta) =
-            cpu::layer_norm_backward(&values(&x), &values(&dy), &values(&gamma), &values(&stats));
+            norm::layer_norm_backward(&values(&x), &values(&dy), &values(&gamma), &values(&stats));
         if let Some(node) = nx {
             grads.register::<Flex>(node.id, flex(dx, &shape));
         }
@@ -594,7 +596,7 @@ impl Backward<Flex, 1> for NllBackward {
         one_input_backward(ops, grads, |(logits, targets, lse), dnll| {
             let shape = logits.layout().shape().to_vec();
             let vocab = shape[shape.len() - 1];
-            let dx = cpu::nll_backward(
+            let dx = nll::nll_backward(
                 &values(&logits),
                 &targets,
                 &values(&lse),
@@ -616,7 +618,7 @@ fn register_linear_grads(
 ) {
     let x_shape = x.layout().shape().to_vec();
     let w_shape = w.layout().shape().to_vec();
-    let (dx, dw, db) = cpu::linear_backward(
+    let (dx, dw, db) = linear::linear_backward(
         &values(&x),
         &values(&w),
         &values(dy),
@@ -705,7 +707,7 @@ impl Backward<Flex, 1> for RelativeGatherBackward {
         _checkpointer: &mut Checkpointer,
     ) {
         one_input_backward(ops, grads, |([b, h, l, r], idx, transposed), dy| {
-            let da = cpu::relative_gather_backward(&values(dy), &idx, (l, r), transposed);
+            let da = gather::relative_gather_backward(&values(dy), &idx, (l, r), transposed);
             flex(da, &[b, h, l, r])
         });
     }
@@ -919,7 +921,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
     ) -> FloatTensor<Self> {
         let forward = || {
             let shape = x.primitive().layout().shape().to_vec();
-            let (y, stats) = cpu::layer_norm_forward(
+            let (y, stats) = norm::layer_norm_forward(
                 &values(x.primitive()),
                 &values(gamma.primitive()),
                 &values(beta.primitive()),
@@ -945,7 +947,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         let shape = logits.primitive().layout().shape().to_vec();
         let vocab = shape[shape.len() - 1];
         let t = Arc::new(indices(&targets));
-        let (nll, lse) = cpu::nll_forward(&values(logits.primitive()), &t, vocab);
+        let (nll, lse) = nll::nll_forward(&values(logits.primitive()), &t, vocab);
         let rows = t.len();
         match NllBackward
             .prepare::<C>([logits.node()])

@@ -17,9 +17,18 @@
 //! it was chosen for a Flex device. The composed [`super::reference`] is the specification
 //! the tests compare them with (values, gradients and finite differences).
 
-pub mod cpu;
+pub mod attention;
 pub mod extension;
+pub mod gather;
+pub mod gelu;
+pub mod heads;
+pub mod linear;
+pub mod nll;
+pub mod norm;
+mod parallel;
+pub mod rope;
 pub mod simd;
+mod softmax;
 
 use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
