@@ -72,3 +72,47 @@ pub fn relative_gather_backward(
         });
     da
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{assert_close, values};
+    use super::*;
+
+    /// [`relative_gather`] and [`relative_gather_backward`] against the naive loops, both
+    /// directions, an index with repeated and unused columns, `R` below, equal to and above
+    /// `L`, six matrices. The gather copies (exactly equal); the scatter adds in `f32` in
+    /// the kernel and `f64` in the loop: relative error at most 1e-6.
+    #[test]
+    fn gather_and_scatter_match_naive_loops() {
+        let heads = 6;
+        for (l, r) in [(5, 3), (33, 33), (9, 40)] {
+            let index: Vec<usize> = (0..l * l)
+                .map(|e| ((e / l) * 7 + (e % l) * 3) % r)
+                .collect();
+            let a = values(heads * l * r, 1, 1.0);
+            let dy = values(heads * l * l, 2, 1.0);
+            for transposed in [false, true] {
+                let mut y = vec![0.0f32; heads * l * l];
+                let mut da = vec![0.0f64; heads * l * r];
+                for m in 0..heads {
+                    for i in 0..l {
+                        for j in 0..l {
+                            let row = if transposed { j } else { i };
+                            let at = (m * l + row) * r + index[i * l + j];
+                            y[(m * l + i) * l + j] = a[at];
+                            da[at] += f64::from(dy[(m * l + i) * l + j]);
+                        }
+                    }
+                }
+                let what = format!("L {l} R {r} transposed {transposed}");
+                assert_eq!(
+                    relative_gather(&a, &index, (l, r), transposed),
+                    y,
+                    "gather {what}"
+                );
+                let got = relative_gather_backward(&dy, &index, (l, r), transposed);
+                assert_close(&format!("scatter {what}"), &got, &da, 1e-6);
+            }
+        }
+    }
+}

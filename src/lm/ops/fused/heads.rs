@@ -125,3 +125,52 @@ pub(super) type HeadRowsMut = (*mut f32, usize);
 pub(super) unsafe fn row<'a>((ptr, stride): HeadRows, i: usize, d: usize) -> &'a [f32] {
     unsafe { std::slice::from_raw_parts(ptr.add(i * stride), d) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two layouts place element `(b, h, i, c)` where `[B, H, L, D]` and `[B, L, H, D]`
+    /// memory put it, and a tensor's end is one past its last element.
+    #[test]
+    fn layouts_place_every_element_once() {
+        let d = AttentionDims {
+            batch: 2,
+            heads: 3,
+            len: 5,
+            dim: 4,
+        };
+        let (c, i) = (HeadLayout::contiguous(&d), HeadLayout::interleaved(&d));
+        let n = 2 * 3 * 5 * 4;
+        let (mut seen_c, mut seen_i) = (vec![false; n], vec![false; n]);
+        for b in 0..2 {
+            for h in 0..3 {
+                for l in 0..5 {
+                    for e in 0..4 {
+                        let at_c = c.start(b * 3 + h, &d) + l * c.row + e;
+                        let at_i = i.start(b * 3 + h, &d) + l * i.row + e;
+                        assert_eq!(at_c, ((b * 3 + h) * 5 + l) * 4 + e);
+                        assert_eq!(at_i, ((b * 5 + l) * 3 + h) * 4 + e);
+                        seen_c[at_c] = true;
+                        seen_i[at_i] = true;
+                    }
+                }
+            }
+        }
+        assert!(seen_c.iter().chain(&seen_i).all(|&s| s));
+        assert_eq!((c.end(&d), i.end(&d)), (n, n));
+    }
+
+    /// A buffer shorter than its layout is refused before any head is read.
+    #[test]
+    #[should_panic(expected = "does not cover")]
+    fn short_buffer_is_refused() {
+        let d = AttentionDims {
+            batch: 1,
+            heads: 2,
+            len: 3,
+            dim: 4,
+        };
+        Heads::contiguous(&[0.0; 23], &d).check(&d, "q");
+    }
+}

@@ -29,6 +29,8 @@ mod parallel;
 pub mod rope;
 pub mod simd;
 mod softmax;
+#[cfg(test)]
+mod testing;
 
 use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};

@@ -110,3 +110,67 @@ pub(super) fn par_collect(
 
 /// Rows per parallel chunk of the row kernels (LayerNorm, NLL).
 pub(super) const ROWS: usize = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{assert_close, values};
+    use super::*;
+
+    /// [`product`] against the triple loop $C_{ij} = [C_{ij}] + \beta \sum_l A_{il} B_{lj}$,
+    /// with $B$ read transposed in place and $C$ written at a row stride wider than its row;
+    /// sizes that are not multiples of gemm's register blocks, and $k = 0$. Relative error at
+    /// most 1e-6.
+    #[test]
+    fn product_matches_triple_loop_at_any_strides() {
+        for (m, n, k) in [(1, 1, 1), (7, 13, 5), (33, 17, 70), (5, 9, 0)] {
+            let a = values(m * k, 1, 1.0);
+            // B given as its transpose [n, k] in memory
+            let bt = values(n * k, 2, 1.0);
+            let wide_row = n + 3;
+            for accumulate in [false, true] {
+                let mut c = values(m * wide_row, 3, 1.0);
+                let mut want: Vec<f64> = c.iter().map(|&v| f64::from(v)).collect();
+                for i in 0..m {
+                    for j in 0..n {
+                        let s: f64 = (0..k)
+                            .map(|l| f64::from(a[i * k + l]) * f64::from(bt[j * k + l]))
+                            .sum();
+                        let base = if accumulate {
+                            want[i * wide_row + j]
+                        } else {
+                            0.0
+                        };
+                        want[i * wide_row + j] = base + 0.5 * s;
+                    }
+                }
+                // SAFETY: a is m x k, bt read as k x n (row stride 1, column stride k), c is
+                // m x n at row stride wide_row.
+                unsafe {
+                    product(
+                        (m, n, k),
+                        (c.as_mut_ptr(), wide_row, 1),
+                        accumulate,
+                        (a.as_ptr(), k, 1),
+                        (bt.as_ptr(), 1, k),
+                        0.5,
+                    );
+                }
+                let what = format!("product {m}x{n}x{k} accumulate={accumulate}");
+                assert_close(&what, &c, &want, 1e-6);
+            }
+        }
+    }
+
+    /// [`par_collect`] hands every chunk its own index: a vector of a length that ends inside
+    /// a chunk, each element its own position.
+    #[test]
+    fn par_collect_fills_every_chunk_in_place() {
+        let n = 2 * CHUNK + 77;
+        let v = par_collect(n, |i, out| {
+            for (j, o) in out.iter_mut().enumerate() {
+                o.write((i * CHUNK + j) as f32);
+            }
+        });
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as f32));
+    }
+}

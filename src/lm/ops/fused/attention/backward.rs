@@ -14,11 +14,11 @@
 
 use rayon::prelude::*;
 
-use super::super::heads::{row, AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
-use super::super::parallel::{product, SharedMut};
-use super::super::simd::{dot, multiversion};
-use super::super::softmax::{probs_row, score_grad_row};
 use super::{tile_bias, tile_products, Bias, RelativeValues, TILE};
+use crate::lm::ops::fused::heads::{row, AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
+use crate::lm::ops::fused::parallel::{product, SharedMut};
+use crate::lm::ops::fused::simd::{dot, multiversion};
+use crate::lm::ops::fused::softmax::{probs_row, score_grad_row};
 
 multiversion! {
     /// $\sum_i a_i b_i$ of two rows.
@@ -346,5 +346,64 @@ pub fn attention_backward(
         v: dv,
         bias: bias_grad,
         values: values_grad,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::forward::attention_forward;
+    use super::super::naive::{cases, BiasKind};
+    use super::*;
+    use crate::lm::ops::fused::testing::{assert_close, from_interleaved, heads, store, values};
+
+    /// [`attention_backward`] against the naive loop's gradients of $q, k, v$, the bias (per
+    /// head: summed over the batch) and the relative values' table, from a seeded $\partial o$,
+    /// for every case of [`super::super::naive::cases`], inputs and $\partial o$ contiguous
+    /// and in `[B, L, H, D]` memory; without the bias gradient when it is not asked for.
+    /// Relative error at most 1e-5 (absolute where the gradient's scale is below one).
+    #[test]
+    fn backward_matches_naive_gradients() {
+        for case in cases() {
+            let dims = case.dims;
+            let dout = values(case.q.len(), 7, 1.0);
+            let (dq, dk, dv, db, dtable) = case.backward(&dout);
+            for interleaved in [false, true] {
+                let what = format!(
+                    "{dims:?} {:?} values {} interleaved {interleaved}",
+                    case.kind,
+                    case.values.is_some()
+                );
+                let (q, k, v) = (
+                    store(&case.q, &dims, interleaved),
+                    store(&case.k, &dims, interleaved),
+                    store(&case.v, &dims, interleaved),
+                );
+                let qkv = (heads(&q), heads(&k), heads(&v));
+                let rv = case.relative_values();
+                let (out, lse) = attention_forward(qkv, (case.bias(), rv), case.scale, dims);
+                let out = (out, HeadLayout::interleaved(&dims));
+                let dout = store(&dout, &dims, interleaved);
+                for want_bias in [true, false] {
+                    let g = attention_backward(
+                        qkv,
+                        (heads(&out), heads(&dout), &lse),
+                        (case.bias(), rv),
+                        case.scale,
+                        dims,
+                        want_bias,
+                    );
+                    let grad = |x: &[f32]| from_interleaved(x, &dims);
+                    assert_close(&format!("dq {what}"), &grad(&g.q), &dq, 1e-5);
+                    assert_close(&format!("dk {what}"), &grad(&g.k), &dk, 1e-5);
+                    assert_close(&format!("dv {what}"), &grad(&g.v), &dv, 1e-5);
+                    if want_bias && case.kind != BiasKind::None {
+                        assert_close(&format!("dbias {what}"), &g.bias, &db, 1e-5);
+                    } else {
+                        assert!(g.bias.is_empty(), "dbias {what}: not asked for");
+                    }
+                    assert_close(&format!("dtable {what}"), &g.values, &dtable, 1e-5);
+                }
+            }
+        }
     }
 }
