@@ -11,97 +11,8 @@ use burn::module::Module;
 use burn::nn::LayerNormConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use posenc::lm::model::{to_vec, ModelConfig, Scheme, LAYER_NORM_EPS};
-use posenc::lm::ops::fused::attention;
-use posenc::lm::ops::reference::attention as reference_attention;
-use posenc::lm::ops::{fused, reference, AttentionBias, Kernels, Ops};
+use posenc::lm::ops::{fused, reference, AttentionBias, Kernels};
 
-/// The operation of `kernels` (the fused one directly, so that a test of the fused kernel
-/// never falls back to the reference).
-fn gelu_with(x: Tensor<3>, kernels: Kernels) -> Tensor<3> {
-    match kernels {
-        Kernels::Fused => fused::gelu(x),
-        Kernels::Reference => reference::gelu(x),
-    }
-}
-
-fn layer_norm_with(
-    ln: &burn::nn::LayerNorm,
-    x: Tensor<3>,
-    eps: f32,
-    kernels: Kernels,
-) -> Tensor<3> {
-    match kernels {
-        Kernels::Fused => Ops::new(kernels, &x.device()).layer_norm(ln, x, eps),
-        Kernels::Reference => reference::layer_norm(ln, x),
-    }
-}
-
-fn linear_with<const D: usize>(
-    lin: &burn::nn::Linear,
-    x: Tensor<D>,
-    kernels: Kernels,
-) -> Tensor<D> {
-    Ops::new(kernels, &x.device()).linear(lin, x)
-}
-
-fn product_with(x: Tensor<3>, w: Tensor<2>, kernels: Kernels) -> Tensor<3> {
-    match kernels {
-        Kernels::Fused => fused::product(x, w),
-        Kernels::Reference => reference::product(x, w),
-    }
-}
-
-fn rope_with(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>, kernels: Kernels) -> Tensor<4> {
-    match kernels {
-        Kernels::Fused => fused::rope_half(x, cos, sin),
-        Kernels::Reference => reference::rope_half(x, cos, sin),
-    }
-}
-
-fn nll_with(logits: Tensor<3>, targets: Tensor<2, Int>, kernels: Kernels) -> Tensor<2> {
-    match kernels {
-        Kernels::Fused => fused::nll(logits, targets),
-        Kernels::Reference => reference::nll(logits, targets),
-    }
-}
-
-fn relative_gather_with(
-    a: Tensor<4>,
-    index: &Tensor<2, Int>,
-    transposed: bool,
-    kernels: Kernels,
-) -> Tensor<4> {
-    match kernels {
-        Kernels::Fused => fused::relative_gather(a, index, transposed),
-        Kernels::Reference => reference::relative_gather(a, index, transposed),
-    }
-}
-
-fn rotate_pairs_with(x: Tensor<4>, c: &Tensor<2>, s: &Tensor<2>, kernels: Kernels) -> Tensor<4> {
-    match kernels {
-        Kernels::Fused => fused::rotate_pairs(x, c, s),
-        Kernels::Reference => reference::rotate_pairs(x, c, s),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn attention_relative_values(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    bias: Tensor<4>,
-    table: Tensor<2>,
-    index: &Tensor<2, Int>,
-    scale: f32,
-    kernels: Kernels,
-) -> Tensor<4> {
-    match kernels {
-        Kernels::Fused => fused::attention_relative_values(q, k, v, bias, table, index, scale),
-        Kernels::Reference => {
-            reference::attention_relative_values(q, k, v, bias, table, index, scale)
-        }
-    }
-}
 use posenc::lm::train::{train, TrainConfig, TrainRun};
 use train_common::{corpus, tiny};
 
@@ -184,9 +95,9 @@ fn attention_case(
     };
     let scale = 1.0 / (d as f32).sqrt();
     let f = if fused {
-        attention
+        fused::attention
     } else {
-        reference_attention
+        reference::attention
     };
     let out = f(q.clone(), k.clone(), v.clone(), bias, scale);
     let grads = weighted_sum(out.clone(), 6).backward();
@@ -238,7 +149,7 @@ fn fused_attention_gradients_match_finite_differences() {
     let loss = |inputs: &[Vec<f32>]| -> f64 {
         let t4 = |v: &Vec<f32>| Tensor::<4>::from_data(TensorData::new(v.clone(), dims), &device);
         let bias = Tensor::<3>::from_data(TensorData::new(inputs[3].clone(), [h, l, l]), &device);
-        let out = attention(
+        let out = fused::attention(
             t4(&inputs[0]),
             t4(&inputs[1]),
             t4(&inputs[2]),
@@ -273,17 +184,30 @@ fn fused_attention_gradients_match_finite_differences() {
 #[test]
 fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
     let device = Device::flex().autodiff();
-    let run = |kernels: Kernels| -> Vec<Vec<f32>> {
+    let run = |fused: bool| -> Vec<Vec<f32>> {
         // GELU over a wide range, tails included
         let x = tensor([3, 50, 40], 7, 6.0, &device);
-        let y = gelu_with(x.clone(), kernels);
+        let y = if fused {
+            fused::gelu(x.clone())
+        } else {
+            reference::gelu(x.clone())
+        };
         let g = weighted_sum(y.clone(), 8).backward();
         let mut out = vec![to_vec(y), to_vec(x.grad(&g).unwrap())];
         // LayerNorm with non-trivial gamma and beta
         let ln = LayerNormConfig::new(24).init(&device);
         let ln = ln.map(&mut ScaleParams);
         let x = tensor([2, 33, 24], 9, 3.0, &device);
-        let y = layer_norm_with(&ln, x.clone(), LAYER_NORM_EPS, kernels);
+        let y = if fused {
+            fused::layer_norm(
+                x.clone(),
+                ln.gamma.val(),
+                ln.beta.as_ref().unwrap().val(),
+                LAYER_NORM_EPS,
+            )
+        } else {
+            reference::layer_norm(&ln, x.clone())
+        };
         let g = weighted_sum(y.clone(), 10).backward();
         out.push(to_vec(y));
         out.push(to_vec(x.grad(&g).unwrap()));
@@ -294,7 +218,15 @@ fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
             .init(&device)
             .map(&mut ScaleParams);
         let x = tensor([3, 33, 24], 13, 2.0, &device);
-        let y = linear_with(&lin, x.clone(), kernels);
+        let y = if fused {
+            fused::linear(
+                x.clone(),
+                lin.weight.val(),
+                lin.bias.as_ref().unwrap().val(),
+            )
+        } else {
+            reference::linear(&lin, x.clone())
+        };
         let g = weighted_sum(y.clone(), 14).backward();
         out.push(to_vec(y));
         out.push(to_vec(x.grad(&g).unwrap()));
@@ -303,7 +235,11 @@ fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
         // product without bias through a transposed view, as the tied logits h E^T
         let e = tensor([40, 24], 15, 1.0, &device);
         let h = tensor([2, 17, 24], 16, 1.0, &device);
-        let y = product_with(h.clone(), e.clone().transpose(), kernels);
+        let y = if fused {
+            fused::product(h.clone(), e.clone().transpose())
+        } else {
+            reference::product(h.clone(), e.clone().transpose())
+        };
         let g = weighted_sum(y.clone(), 17).backward();
         out.push(to_vec(y));
         out.push(to_vec(h.grad(&g).unwrap()));
@@ -312,7 +248,11 @@ fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
         let x = tensor([2, 9, 3, 8], 18, 1.0, &device);
         let cos = Tensor::<2>::from_data(TensorData::new(values(9 * 8, 19, 1.0), [9, 8]), &device);
         let sin = Tensor::<2>::from_data(TensorData::new(values(9 * 8, 20, 1.0), [9, 8]), &device);
-        let y = rope_with(x.clone().swap_dims(1, 2), &cos, &sin, kernels);
+        let y = if fused {
+            fused::rope_half(x.clone().swap_dims(1, 2), &cos, &sin)
+        } else {
+            reference::rope_half(x.clone().swap_dims(1, 2), &cos, &sin)
+        };
         let g = weighted_sum(y.clone(), 21).backward();
         out.push(to_vec(y));
         out.push(to_vec(x.grad(&g).unwrap()));
@@ -320,14 +260,18 @@ fn fused_gelu_layer_norm_linear_and_nll_match_reference() {
         let logits = tensor([2, 65, 256], 11, 8.0, &device);
         let targets: Vec<i64> = (0..130).map(|i| (i * 37 % 256) as i64).collect();
         let targets = Tensor::<2, Int>::from_data(TensorData::new(targets, [2, 65]), &device);
-        let nll = nll_with(logits.clone(), targets, kernels);
+        let nll = if fused {
+            fused::nll(logits.clone(), targets)
+        } else {
+            reference::nll(logits.clone(), targets)
+        };
         let g = weighted_sum(nll.clone(), 12).backward();
         out.push(to_vec(nll));
         out.push(to_vec(logits.grad(&g).unwrap()));
         out
     };
-    let fused = run(Kernels::Fused);
-    let reference = run(Kernels::Reference);
+    let fused = run(true);
+    let reference = run(false);
     let names = [
         "gelu",
         "gelu dx",
@@ -483,21 +427,26 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
     let x = values(70, 21, 3.0);
     let g = {
         let t = input(&x, shape);
-        let grads = weighted_sum(gelu_with(t.clone(), Kernels::Fused), 22).backward();
+        let grads = weighted_sum(fused::gelu(t.clone()), 22).backward();
         to_vec(t.grad(&grads).unwrap())
     };
     check_finite_differences(
         "gelu",
         &x,
         &g,
-        |v| scalar(weighted_sum(gelu_with(input(v, shape), Kernels::Fused), 22)),
+        |v| scalar(weighted_sum(fused::gelu(input(v, shape)), 22)),
         1e-2,
     );
     // LayerNorm
     let ln = LayerNormConfig::new(7).init(&device).map(&mut ScaleParams);
     let g = {
         let t = input(&x, shape);
-        let y = layer_norm_with(&ln, t.clone(), LAYER_NORM_EPS, Kernels::Fused);
+        let y = fused::layer_norm(
+            t.clone(),
+            ln.gamma.val(),
+            ln.beta.as_ref().unwrap().val(),
+            LAYER_NORM_EPS,
+        );
         to_vec(t.grad(&weighted_sum(y, 23).backward()).unwrap())
     };
     check_finite_differences(
@@ -505,7 +454,12 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
         &x,
         &g,
         |v| {
-            let y = layer_norm_with(&ln, input(v, shape), LAYER_NORM_EPS, Kernels::Fused);
+            let y = fused::layer_norm(
+                input(v, shape),
+                ln.gamma.val(),
+                ln.beta.as_ref().unwrap().val(),
+                LAYER_NORM_EPS,
+            );
             scalar(weighted_sum(y, 23))
         },
         1e-2,
@@ -516,7 +470,11 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
         .map(&mut ScaleParams);
     let g = {
         let t = input(&x, shape);
-        let y = linear_with(&lin, t.clone(), Kernels::Fused);
+        let y = fused::linear(
+            t.clone(),
+            lin.weight.val(),
+            lin.bias.as_ref().unwrap().val(),
+        );
         to_vec(t.grad(&weighted_sum(y, 24).backward()).unwrap())
     };
     check_finite_differences(
@@ -525,7 +483,11 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
         &g,
         |v| {
             scalar(weighted_sum(
-                linear_with(&lin, input(v, shape), Kernels::Fused),
+                fused::linear(
+                    input(v, shape),
+                    lin.weight.val(),
+                    lin.bias.as_ref().unwrap().val(),
+                ),
                 24,
             ))
         },
@@ -541,7 +503,7 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
     };
     let g = {
         let t = rope_input(&xr);
-        let y = rope_with(t.clone(), &cos, &sin, Kernels::Fused);
+        let y = fused::rope_half(t.clone(), &cos, &sin);
         to_vec(t.grad(&weighted_sum(y, 30).backward()).unwrap())
     };
     check_finite_differences(
@@ -550,7 +512,7 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
         &g,
         |v| {
             scalar(weighted_sum(
-                rope_with(rope_input(v), &cos, &sin, Kernels::Fused),
+                fused::rope_half(rope_input(v), &cos, &sin),
                 30,
             ))
         },
@@ -567,19 +529,14 @@ fn fused_gelu_layer_norm_linear_rope_and_nll_gradients_match_finite_differences(
     };
     let g = {
         let t = input(&logits, vshape);
-        let y = nll_with(t.clone(), targets(), Kernels::Fused);
+        let y = fused::nll(t.clone(), targets());
         to_vec(t.grad(&weighted_sum(y, 26).backward()).unwrap())
     };
     check_finite_differences(
         "nll",
         &logits,
         &g,
-        |v| {
-            scalar(weighted_sum(
-                nll_with(input(v, vshape), targets(), Kernels::Fused),
-                26,
-            ))
-        },
+        |v| scalar(weighted_sum(fused::nll(input(v, vshape), targets()), 26)),
         1e-2,
     );
 }
@@ -596,14 +553,18 @@ fn fused_relative_gather_matches_reference_and_finite_differences() {
             .collect();
         let index = Tensor::<2, Int>::from_data(TensorData::new(idx, [l, l]), &device);
         for transposed in [false, true] {
-            let run = |kernels: Kernels| {
+            let run = |fused: bool| {
                 let a = tensor([2, 3, l, r], 41, 1.0, &device);
-                let y = relative_gather_with(a.clone(), &index, transposed, kernels);
+                let y = if fused {
+                    fused::relative_gather(a.clone(), &index, transposed)
+                } else {
+                    reference::relative_gather(a.clone(), &index, transposed)
+                };
                 let grads = weighted_sum(y.clone(), 42).backward();
                 (to_vec(y), to_vec(a.grad(&grads).unwrap()))
             };
-            let (yf, gf) = run(Kernels::Fused);
-            let (yr, gr) = run(Kernels::Reference);
+            let (yf, gf) = run(true);
+            let (yr, gr) = run(false);
             let what = format!("relative gather L={l} R={r} transposed={transposed}");
             assert_close(&format!("{what} values"), &yf, &yr);
             assert_close(&format!("{what} da"), &gf, &gr);
@@ -622,7 +583,7 @@ fn fused_relative_gather_matches_reference_and_finite_differences() {
     for transposed in [false, true] {
         let g = {
             let t = input(&x);
-            let y = relative_gather_with(t.clone(), &index, transposed, Kernels::Fused);
+            let y = fused::relative_gather(t.clone(), &index, transposed);
             to_vec(t.grad(&weighted_sum(y, 44).backward()).unwrap())
         };
         check_finite_differences(
@@ -630,7 +591,7 @@ fn fused_relative_gather_matches_reference_and_finite_differences() {
             &x,
             &g,
             |v| {
-                let y = relative_gather_with(input(v), &index, transposed, Kernels::Fused);
+                let y = fused::relative_gather(input(v), &index, transposed);
                 f64::from(to_vec(weighted_sum(y, 44))[0])
             },
             1e-2,
@@ -656,12 +617,7 @@ fn xl_shift_index_gathers_what_rel_shift_shifts() {
         let ctx = PositionContext::new(&c, l, RopeScaling::None, &device).unwrap();
         let xl::Objects { index, .. } = ctx.objects::<xl::Objects>().unwrap();
         let raw = tensor([2, 3, l, l], 51, 1.0, &device);
-        let gathered = to_vec(relative_gather_with(
-            raw.clone(),
-            index,
-            false,
-            Kernels::Fused,
-        ));
+        let gathered = to_vec(fused::relative_gather(raw.clone(), index, false));
         let shifted = to_vec(rel_shift(raw));
         for bh in 0..6 {
             for i in 0..l {
@@ -684,14 +640,18 @@ fn fused_pair_rotation_matches_reference_and_keeps_products() {
     let (b, h, l, d) = (2, 3, 7, 8);
     let c = tensor([l, d / 2], 61, 1.0, &device);
     let s = tensor([l, d / 2], 62, 1.0, &device);
-    let run = |kernels: Kernels| {
+    let run = |fused: bool| {
         let x = tensor([b, h, l, d], 63, 1.0, &device);
-        let y = rotate_pairs_with(x.clone(), &c, &s, kernels);
+        let y = if fused {
+            fused::rotate_pairs(x.clone(), &c, &s)
+        } else {
+            reference::rotate_pairs(x.clone(), &c, &s)
+        };
         let grads = weighted_sum(y.clone(), 64).backward();
         (to_vec(y), to_vec(x.grad(&grads).unwrap()))
     };
-    let (yf, gf) = run(Kernels::Fused);
-    let (yr, gr) = run(Kernels::Reference);
+    let (yf, gf) = run(true);
+    let (yr, gr) = run(false);
     assert_close("pair rotation values", &yf, &yr);
     assert_close("pair rotation dx", &gf, &gr);
     // q' . k' of the permuted rotations equals that of the plain interleaved ones
@@ -701,8 +661,8 @@ fn fused_pair_rotation_matches_reference_and_keeps_products() {
         tensor([l, d / 2], 67, 1.0, &device),
         tensor([l, d / 2], 68, 1.0, &device),
     );
-    let permuted = rotate_pairs_with(q.clone(), &c, &s, Kernels::Fused)
-        .matmul(rotate_pairs_with(k.clone(), &kc, &ks, Kernels::Fused).swap_dims(2, 3));
+    let permuted = fused::rotate_pairs(q.clone(), &c, &s)
+        .matmul(fused::rotate_pairs(k.clone(), &kc, &ks).swap_dims(2, 3));
     let plain =
         rotate_interleaved(q, &c, &s).matmul(rotate_interleaved(k, &kc, &ks).swap_dims(2, 3));
     assert_close("pair rotation q'.k'", &to_vec(permuted), &to_vec(plain));
@@ -713,21 +673,14 @@ fn fused_pair_rotation_matches_reference_and_keeps_products() {
     };
     let g = {
         let t = input(&x);
-        let y = rotate_pairs_with(t.clone(), &c, &s, Kernels::Fused);
+        let y = fused::rotate_pairs(t.clone(), &c, &s);
         to_vec(t.grad(&weighted_sum(y, 70).backward()).unwrap())
     };
     check_finite_differences(
         "pair rotation",
         &x,
         &g,
-        |v| {
-            f64::from(
-                to_vec(weighted_sum(
-                    rotate_pairs_with(input(v), &c, &s, Kernels::Fused),
-                    70,
-                ))[0],
-            )
-        },
+        |v| f64::from(to_vec(weighted_sum(fused::rotate_pairs(input(v), &c, &s), 70))[0]),
         1e-2,
     );
 }
@@ -749,23 +702,34 @@ fn fused_attention_with_relative_values_matches_reference() {
             .collect();
         let index = Tensor::<2, Int>::from_data(TensorData::new(idx, [l, l]), &device);
         let rows = 2 * clip + 1;
-        let run = |kernels: Kernels| {
+        let run = |fused: bool| {
             let q = tensor([b, h, l, d], 71, 1.0, &device);
             let k = tensor([b, h, l, d], 72, 1.0, &device);
             let v = tensor([b, h, l, d], 73, 1.0, &device);
             let bias = tensor([b, h, l, l], 74, 2.0, &device);
             let table = tensor([rows, d], 75, 1.0, &device);
             let scale = 1.0 / (d as f32).sqrt();
-            let out = attention_relative_values(
-                q.clone(),
-                k.clone(),
-                v.clone(),
-                bias.clone(),
-                table.clone(),
-                &index,
-                scale,
-                kernels,
-            );
+            let out = if fused {
+                fused::attention_relative_values(
+                    q.clone(),
+                    k.clone(),
+                    v.clone(),
+                    bias.clone(),
+                    table.clone(),
+                    &index,
+                    scale,
+                )
+            } else {
+                reference::attention_relative_values(
+                    q.clone(),
+                    k.clone(),
+                    v.clone(),
+                    bias.clone(),
+                    table.clone(),
+                    &index,
+                    scale,
+                )
+            };
             let grads = weighted_sum(out.clone(), 76).backward();
             vec![
                 to_vec(out),
@@ -776,8 +740,8 @@ fn fused_attention_with_relative_values_matches_reference() {
                 to_vec(table.grad(&grads).unwrap()),
             ]
         };
-        let fused = run(Kernels::Fused);
-        let reference = run(Kernels::Reference);
+        let fused = run(true);
+        let reference = run(false);
         for (i, (a, r)) in fused.iter().zip(&reference).enumerate() {
             assert_close(
                 &format!("relative values [{b},{h},{l},{d}] {}", names[i]),
@@ -800,7 +764,7 @@ fn fused_attention_with_relative_values_matches_reference() {
     let bias = tensor([b, h, l, l], 84, 1.0, &device);
     let x = values((2 * clip + 1) * d, 85, 1.0);
     let loss = |t: Tensor<2>| {
-        let out = attention_relative_values(
+        let out = fused::attention_relative_values(
             q.clone(),
             k.clone(),
             v.clone(),
@@ -808,7 +772,6 @@ fn fused_attention_with_relative_values_matches_reference() {
             t,
             &index,
             0.5,
-            Kernels::Fused,
         );
         weighted_sum(out, 86)
     };

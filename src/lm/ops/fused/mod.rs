@@ -17,9 +17,20 @@
 //! it was chosen for a Flex device. The composed [`super::reference`] is the specification
 //! the tests compare them with (values, gradients and finite differences).
 
-pub(crate) mod cpu;
+pub(crate) mod attention;
 pub(crate) mod extension;
+pub(crate) mod gather;
+pub(crate) mod gelu;
+pub(crate) mod heads;
+pub(crate) mod linear;
+pub(crate) mod nll;
+pub(crate) mod norm;
+mod parallel;
+pub(crate) mod rope;
 pub(crate) mod simd;
+mod softmax;
+#[cfg(test)]
+mod testing;
 
 use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};

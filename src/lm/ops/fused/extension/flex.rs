@@ -1,0 +1,266 @@
+//! The Flex side of the fused operations: Flex tensors read as the slices the kernels take
+//! (in place where their layout allows) and the kernels' results made Flex tensors again, one
+//! forward function per operation, shared by the plain and the autodiff backend.
+
+use std::sync::Arc;
+
+use burn::backend::flex::{FlexTensor, Layout};
+use burn::backend::Flex;
+use burn::tensor::{DType, Shape, TensorData};
+
+use super::super::attention::{self, Bias, RelativeValues};
+use super::super::heads::{AttentionDims, HeadLayout, Heads};
+use super::super::{gather, gelu, linear, nll, norm, rope};
+use super::ScoreBias;
+
+/// The shape `[B, H, L, R]` of a gather's input, and its index as `usize` values.
+///
+/// # Panics
+/// When the index is not `[L, L]` or an entry is not below `R`: the model builds both, so
+/// either is a bug, not an input error.
+pub(super) fn gather_parts(a: &FlexTensor, index: &FlexTensor) -> ([usize; 4], Vec<usize>) {
+    let s = a.layout().shape();
+    let dims = [s[0], s[1], s[2], s[3]];
+    let idx = indices(index);
+    assert!(
+        idx.len() == dims[2] * dims[2] && idx.iter().all(|&c| c < dims[3]),
+        "relative gather: index of {} entries for L = {}, R = {}",
+        idx.len(),
+        dims[2],
+        dims[3]
+    );
+    (dims, idx)
+}
+
+/// [`gather::relative_gather`] on Flex tensors.
+pub(super) fn relative_gather_flex(
+    a: &FlexTensor,
+    dims: [usize; 4],
+    idx: &[usize],
+    transposed: bool,
+) -> FlexTensor {
+    let [b, h, l, r] = dims;
+    let y = gather::relative_gather(&values(a), idx, (l, r), transposed);
+    flex(y, &[b, h, l, l])
+}
+
+/// RoPE (or its adjoint) of a Flex `[B, H, L, D]` tensor, in `[B, L, H, D]` memory.
+pub(super) fn rope_flex(
+    x: &FlexTensor,
+    (cos, sin): (&FlexTensor, &FlexTensor),
+    transpose: bool,
+    pairs_interleaved: bool,
+) -> FlexTensor {
+    let dims = dims4(x);
+    let xb = HeadsBuf::new(x);
+    let y = rope::rope_half(
+        xb.heads(),
+        &values(cos),
+        &values(sin),
+        dims,
+        transpose,
+        pairs_interleaved,
+    );
+    interleaved(y, &dims)
+}
+
+/// $xW + b$ (or $xW$) on Flex tensors, with the output's shape.
+pub(super) fn linear_flex(x: &FlexTensor, w: &FlexTensor, b: Option<&FlexTensor>) -> FlexTensor {
+    let mut shape = x.layout().shape().to_vec();
+    let [n_in, n_out] = [w.layout().shape()[0], w.layout().shape()[1]];
+    let b = b.map(values);
+    let y = linear::linear_forward(&values(x), &values(w), b.as_deref(), n_in);
+    if let Some(last) = shape.last_mut() {
+        *last = n_out;
+    }
+    flex(y, &shape)
+}
+
+/// A Flex tensor's `f32` values in row-major order: the tensor itself where it is contiguous,
+/// else a contiguous copy (one copy, kept alive here).
+pub(super) enum Values<'a> {
+    Borrowed(&'a [f32]),
+    Copied(FlexTensor),
+    Converted(Vec<f32>),
+}
+
+impl std::ops::Deref for Values<'_> {
+    type Target = [f32];
+
+    fn deref(&self) -> &[f32] {
+        match self {
+            Values::Borrowed(s) => s,
+            Values::Copied(t) => t.as_slice::<f32>().unwrap_or(&[]),
+            Values::Converted(v) => v,
+        }
+    }
+}
+
+pub(super) fn values(t: &FlexTensor) -> Values<'_> {
+    if let Some(s) = t.as_slice::<f32>() {
+        return Values::Borrowed(s);
+    }
+    let c = t.to_contiguous();
+    if c.as_slice::<f32>().is_some() {
+        return Values::Copied(c);
+    }
+    // not f32: convert through TensorData
+    Values::Converted(
+        c.into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap_or_default(),
+    )
+}
+
+/// Integer values of a Flex tensor as indices.
+pub(super) fn indices(t: &FlexTensor) -> Vec<usize> {
+    let data = t.to_contiguous().into_data().convert::<i64>();
+    data.try_into_vec::<i64>()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.max(0) as usize)
+        .collect()
+}
+
+/// A new Flex tensor from values and a shape.
+pub(super) fn flex(values: Vec<f32>, shape: &[usize]) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, Shape::from(shape.to_vec())))
+}
+
+pub(super) fn dims4(t: &FlexTensor) -> AttentionDims {
+    let s = t.layout().shape();
+    AttentionDims {
+        batch: s[0],
+        heads: s[1],
+        len: s[2],
+        dim: s[3],
+    }
+}
+
+/// A `[B, H, L, D]` Flex tensor as the kernels read it: the tensor itself where its rows are
+/// contiguous and its strides non-negative (for example the heads of a Linear output viewed
+/// with `swap_dims`, read in place), else a contiguous `f32` copy.
+pub(super) struct HeadsBuf(FlexTensor);
+
+impl HeadsBuf {
+    pub(super) fn new(t: &FlexTensor) -> Self {
+        let strides = t.layout().strides();
+        let direct = t.dtype() == DType::F32
+            && strides.len() == 4
+            && strides[3] == 1
+            && strides.iter().all(|&s| s >= 0);
+        if direct {
+            return Self(t.clone());
+        }
+        let shape = t.layout().shape().to_vec();
+        Self(flex(values(t).to_vec(), &shape))
+    }
+
+    pub(super) fn heads(&self) -> Heads<'_> {
+        let layout = self.0.layout();
+        let s = layout.strides();
+        Heads {
+            data: self.0.storage::<f32>(),
+            layout: HeadLayout {
+                offset: layout.start_offset(),
+                batch: s[0] as usize,
+                head: s[1] as usize,
+                row: s[2] as usize,
+            },
+        }
+    }
+}
+
+/// `[B, H, L, D]` values held in `[B, L, H, D]` memory (what the kernels write) as a Flex
+/// tensor of shape `[B, H, L, D]`: swapping axes 1 and 2 afterwards costs no copy.
+pub(super) fn interleaved(values: Vec<f32>, dims: &AttentionDims) -> FlexTensor {
+    let (b, h, l, d) = (dims.batch, dims.heads, dims.len, dims.dim);
+    let strides = vec![(l * h * d) as isize, d as isize, (h * d) as isize, 1];
+    flex(values, &[b * l * h * d]).with_layout(Layout::new(
+        Shape::from(vec![b, h, l, d]),
+        strides,
+        0,
+    ))
+}
+
+/// Relative value vectors as the attention kernels take them: the table `[R, D]` and the
+/// index `[L, L]`.
+pub(super) type ValuesParts = (FlexTensor, Arc<Vec<usize>>);
+
+/// The index of relative values as `usize` values, checked against the table's rows.
+///
+/// # Panics
+/// When an entry is not below `R`: the model builds the index, so that is a bug.
+pub(super) fn value_index(table: &FlexTensor, index: &FlexTensor) -> Arc<Vec<usize>> {
+    let rows = table.layout().shape()[0];
+    let idx = indices(index);
+    assert!(
+        idx.iter().all(|&c| c < rows),
+        "relative values: index entry not below R = {rows}"
+    );
+    Arc::new(idx)
+}
+
+/// The forward pass on Flex tensors: output and log-sum-exp.
+pub(super) fn attention_forward_flex(
+    (q, k, v): (&FlexTensor, &FlexTensor, &FlexTensor),
+    bias: &ScoreBias<Flex>,
+    rel_values: Option<&ValuesParts>,
+    scale: f32,
+) -> (FlexTensor, FlexTensor) {
+    let dims = dims4(q);
+    let (qb, kb, vb) = (HeadsBuf::new(q), HeadsBuf::new(k), HeadsBuf::new(v));
+    let qkv = (qb.heads(), kb.heads(), vb.heads());
+    let table = rel_values.map(|(t, _)| values(t));
+    let rv = rel_values
+        .zip(table.as_deref())
+        .map(|((t, idx), table)| RelativeValues {
+            table,
+            index: idx,
+            rows: t.layout().shape()[0],
+        });
+    let (out, lse) = match bias {
+        ScoreBias::None => attention::attention_forward(qkv, (Bias::None, rv), scale, dims),
+        ScoreBias::Heads(b) => {
+            attention::attention_forward(qkv, (Bias::Heads(&values(b)), rv), scale, dims)
+        }
+        ScoreBias::Batch(b) => {
+            attention::attention_forward(qkv, (Bias::Batch(&values(b)), rv), scale, dims)
+        }
+    };
+    (
+        interleaved(out, &dims),
+        flex(lse, &[dims.batch, dims.heads, dims.len]),
+    )
+}
+
+/// GELU on a Flex tensor: $y$ and $\Phi(x)$.
+pub(super) fn gelu_flex(x: &FlexTensor) -> (FlexTensor, FlexTensor) {
+    let shape = x.layout().shape().to_vec();
+    let (y, cdf) = gelu::gelu_forward(&values(x));
+    (flex(y, &shape), flex(cdf, &shape))
+}
+
+/// LayerNorm on Flex tensors: $y$ and the per-row $(\mu, 1/\sigma)$ `[rows, 2]`.
+pub(super) fn layer_norm_flex(
+    x: &FlexTensor,
+    gamma: &FlexTensor,
+    beta: &FlexTensor,
+    eps: f32,
+) -> (FlexTensor, FlexTensor) {
+    let shape = x.layout().shape().to_vec();
+    let (y, stats) = norm::layer_norm_forward(&values(x), &values(gamma), &values(beta), eps);
+    let rows = stats.len() / 2;
+    (flex(y, &shape), flex(stats, &[rows, 2]))
+}
+
+/// The negative log-likelihood of `targets` under Flex `logits [N, V]`: `nll [N]` and the
+/// per-row log-sum-exp `[N]`.
+pub(super) fn nll_flex(logits: &FlexTensor, targets: &[usize]) -> (FlexTensor, FlexTensor) {
+    let shape = logits.layout().shape();
+    let vocab = shape[shape.len() - 1];
+    let (nll, lse) = nll::nll_forward(&values(logits), targets, vocab);
+    let rows = targets.len();
+    (flex(nll, &[rows]), flex(lse, &[rows]))
+}
