@@ -60,11 +60,13 @@ impl HeadLayout {
     }
 
     /// Offset of row 0 of head `bh = b H + h`.
+    #[inline]
     pub(super) fn start(&self, bh: usize, d: &AttentionDims) -> usize {
         self.offset + (bh / d.heads) * self.batch + (bh % d.heads) * self.head
     }
 
     /// One past the last element a tensor of `d` reaches.
+    #[inline]
     pub(super) fn end(&self, d: &AttentionDims) -> usize {
         if d.batch == 0 || d.heads == 0 || d.len == 0 || d.dim == 0 {
             return self.offset;
@@ -97,6 +99,7 @@ impl<'a> Heads<'a> {
     }
 
     /// Row 0 of head `bh` and the row stride.
+    #[inline]
     pub(super) fn head(&self, bh: usize, d: &AttentionDims) -> (*const f32, usize) {
         // SAFETY: in bounds, checked by `check` before any head is read.
         (
@@ -105,6 +108,7 @@ impl<'a> Heads<'a> {
         )
     }
 
+    #[inline]
     pub(super) fn check(&self, d: &AttentionDims, what: &str) {
         assert!(
             self.layout.end(d) <= self.data.len(),
@@ -124,6 +128,7 @@ pub(super) type HeadRowsMut = (*mut f32, usize);
 ///
 /// # Safety
 /// `ptr + i * stride .. + d` must be in bounds.
+#[inline]
 pub(super) unsafe fn row<'a>((ptr, stride): HeadRows, i: usize, d: usize) -> &'a [f32] {
     unsafe { std::slice::from_raw_parts(ptr.add(i * stride), d) }
 }

@@ -23,6 +23,7 @@ use rayon::prelude::*;
 /// The pointers must cover `m x k`, `k x n` and `m x n` elements at the given strides, and
 /// `dst` must not overlap the inputs.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub(super) unsafe fn product(
     (m, n, k): (usize, usize, usize),
     dst: (*mut f32, usize, usize),
@@ -81,6 +82,7 @@ unsafe impl Sync for SharedMut {}
 ///
 /// # Safety
 /// `write` must initialise every one of the `n` elements.
+#[inline]
 pub(super) unsafe fn written_by(n: usize, write: impl FnOnce(&mut [MaybeUninit<f32>])) -> Vec<f32> {
     let mut v: Vec<f32> = Vec::with_capacity(n);
     write(&mut v.spare_capacity_mut()[..n]);

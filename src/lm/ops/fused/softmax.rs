@@ -15,6 +15,7 @@ multiversion! {
     /// One causal softmax row in place: `row[j] = scale row[j] + bias[j]` for `j < valid`,
     /// then $p_j = e^{s_j - \max} / \sum$, zeros from `valid` on. Returns
     /// $\log \sum_j e^{s_j}$.
+    #[inline]
     pub(super) fn softmax_row(row: &mut [f32], bias: Option<&[f32]>, scale: f32, valid: usize) -> f32 {
         let (live, dead) = row.split_at_mut(valid);
         match bias {
@@ -43,6 +44,7 @@ multiversion! {
 multiversion! {
     /// The probabilities of one row from its raw products and log-sum-exp:
     /// $p_j = e^{\text{scale}\, s_j + b_j - \text{lse}}$ for `j < valid`, zeros after.
+    #[inline]
     pub(super) fn probs_row(row: &mut [f32], bias: Option<&[f32]>, scale: f32, valid: usize, lse: f32) {
         let (live, dead) = row.split_at_mut(valid);
         match bias {
@@ -63,6 +65,7 @@ multiversion! {
 
 multiversion! {
     /// $\partial s_j = p_j (\partial p_j - \delta)$ in place of `dp`, for `j < valid`; zeros after.
+    #[inline]
     pub(super) fn score_grad_row(dp: &mut [f32], p: &[f32], delta: f32, valid: usize) {
         let (live, dead) = dp.split_at_mut(valid);
         for (g, &p) in live.iter_mut().zip(&p[..valid]) {

@@ -37,6 +37,7 @@ pub enum Bias<'a> {
 }
 
 impl<'a> Bias<'a> {
+    #[inline]
     pub(super) fn check(&self, dims: &AttentionDims) {
         let ll = dims.len * dims.len;
         let (len, want) = match self {
@@ -48,6 +49,7 @@ impl<'a> Bias<'a> {
     }
 
     /// The `[L, L]` matrix of head `bh = b H + h`, if any.
+    #[inline]
     pub(super) fn of_head(&self, bh: usize, dims: &AttentionDims) -> Option<&'a [f32]> {
         let ll = dims.len * dims.len;
         match *self {
@@ -66,6 +68,7 @@ impl<'a> Bias<'a> {
 ///
 /// # Safety
 /// `q` covers rows `i0..i0 + m` and `k` rows `0..n`, `D` values each, at their strides.
+#[inline]
 pub(super) unsafe fn tile_products(
     (q, k): (HeadRows, HeadRows),
     (i0, m, d): (usize, usize, usize),
@@ -86,6 +89,7 @@ pub(super) unsafe fn tile_products(
 }
 
 /// Row `i` of an `[L, L]` bias, its first `n` entries.
+#[inline]
 pub(super) fn tile_bias(bias: Option<&[f32]>, i: usize, l: usize, n: usize) -> Option<&[f32]> {
     bias.map(|b| &b[i * l..i * l + n])
 }
@@ -104,6 +108,7 @@ pub struct RelativeValues<'a> {
 }
 
 impl RelativeValues<'_> {
+    #[inline]
     pub(super) fn check(&self, dims: &AttentionDims) {
         let (l, r) = (dims.len, self.rows);
         assert!(
@@ -117,6 +122,7 @@ impl RelativeValues<'_> {
     /// The weights of each row of a tile summed per table row:
     /// $S_{r c} = \sum_{j \le i:\ \text{index}_{ij} = c} p_{r j}$ for tile rows $i = i_0 + r$,
     /// written into `sums [m, R]`.
+    #[inline]
     pub(super) fn band_sums(
         &self,
         p: &[f32],
