@@ -1,6 +1,6 @@
 //! The fused operations on the Flex CPU backend: each one burn backend-extension operation
-//! with its own backward step (`FusedOps`, a burn backend extension), so it lives inside burn's autograd
-//! like any other operation.
+//! (`FusedOps`) with its own backward step, so it lives inside burn's autograd like any other
+//! operation.
 //!
 //! burn's autodiff records `softmax`, `layer_norm`, `gelu` and `log_softmax` as chains of
 //! elementary operations, each a pass over the tensor on one core. Here each of them is one
