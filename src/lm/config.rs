@@ -7,7 +7,7 @@
 pub mod checkpoint;
 pub mod sweep;
 
-pub use checkpoint::{read_json, CheckpointInfo, WeightDtype};
+pub use checkpoint::{CheckpointInfo, WeightDtype};
 pub use sweep::{check_lengths, Mode, SweepConfig, SweepEval, SweepFinetune};
 
 use std::fmt;

@@ -24,7 +24,8 @@ use crate::encodings::rope::RopeScaling;
 pub use crate::encodings::rope::ScalingKind;
 use crate::error::{invalid, Error, Result};
 use crate::io::csv::csv_bytes;
-use crate::lm::checkpoint::{write_atomic, CheckpointInfo};
+use crate::io::write_atomic;
+use crate::lm::checkpoint::CheckpointInfo;
 pub use crate::lm::config::{check_lengths, Mode};
 use crate::lm::data::{read_split, window_starts};
 use crate::lm::model::{

@@ -17,7 +17,8 @@ use burn::tensor::Device;
 use serde::Serialize;
 
 use crate::error::{invalid, Error, Result};
-use crate::lm::checkpoint::{self, digest, ensure_dir_writable, io_error, WeightDtype};
+use crate::io::{digest, ensure_dir_writable, format_error, io_error};
+use crate::lm::checkpoint::{self, WeightDtype};
 pub use crate::lm::checkpoint::{load_model, read_info, CheckpointInfo, TrainState, ValidLoss};
 pub use crate::lm::config::TrainConfig;
 use crate::lm::data::{read_split, train_batch, window_starts};
@@ -194,7 +195,7 @@ fn start(run: &TrainRun, device: &Device, corpus_digest: &str) -> Result<Start> 
         }
         let optim = optimizer(&run.train)
             .load(&path)
-            .map_err(|e| checkpoint::format_error(&path, format!("{e:?}")))?;
+            .map_err(|e| format_error(&path, format!("{e:?}")))?;
         state.losses.truncate(info.step);
         let mut info = info;
         // the run's steps may extend the training; everything else is the checkpoint's

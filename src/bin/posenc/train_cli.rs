@@ -8,7 +8,8 @@ use clap::{Args, ValueEnum};
 use crate::named_arg::named;
 use posenc::encodings::rope::{RopeScaling, ScalingKind};
 use posenc::io::csv::csv_bytes;
-use posenc::lm::checkpoint::{ensure_writable, WeightDtype};
+use posenc::io::{ensure_writable, write_atomic};
+use posenc::lm::checkpoint::WeightDtype;
 use posenc::lm::data::default_corpus_dir;
 use posenc::lm::eval::{check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode};
 use posenc::lm::model::{Kernels, ModelConfig, Scheme};
@@ -539,7 +540,7 @@ pub fn export(a: ExportArgs) -> Result<String, String> {
     match out {
         None => Ok(String::from_utf8_lossy(&csv).trim_end().to_string()),
         Some(path) => {
-            posenc::lm::checkpoint::write_atomic(&path, &csv).map_err(err)?;
+            write_atomic(&path, &csv).map_err(err)?;
             Ok(format!("{rows} rows -> {}", path.display()))
         }
     }

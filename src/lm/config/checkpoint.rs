@@ -1,13 +1,10 @@
 //! `config.json` of a checkpoint ([`CheckpointInfo`]) and the precision of its weights
 //! ([`WeightDtype`]); the rest of the on-disk format is in `lm::checkpoint` (with the `train` feature).
 
-use std::fs;
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
 use super::{ModelConfig, TrainConfig};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Storage precision of checkpoint weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -36,7 +33,7 @@ pub struct CheckpointInfo {
     pub dtype: WeightDtype,
     /// The checkpoint this one was fine-tuned from, if any.
     pub init_from: Option<String>,
-    /// The digest of the weights of `init_from` when the fine-tune started (`lm::checkpoint::digest`, with the `train` feature).
+    /// The digest of the weights of `init_from` when the fine-tune started ([`crate::io::digest`]).
     #[serde(default)]
     pub init_digest: Option<String>,
     /// The digest of the training text (`train.txt`) the steps were trained on.
@@ -86,37 +83,5 @@ impl CheckpointInfo {
             self.step,
             &format!("at most train.steps = {}", self.train.steps),
         )
-    }
-}
-
-/// Reads a JSON file into `T` (whose unknown keys are errors).
-///
-/// # Errors
-/// [`Error::Io`] for an unreadable file, [`Error::Format`] naming the key or the line for bad
-/// content.
-pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = fs::read_to_string(path).map_err(|e| io_error(path, e))?;
-    serde_json::from_str(&text).map_err(|e| {
-        // serde names unknown keys itself; for a value of the wrong type, show its line
-        let line = text
-            .lines()
-            .nth(e.line().saturating_sub(1))
-            .map(str::trim)
-            .filter(|l| e.line() > 0 && !l.is_empty());
-        match line {
-            Some(l) if e.is_data() => format_error(path, format!("{e}: `{l}`")),
-            _ => format_error(path, e),
-        }
-    })
-}
-
-pub(crate) fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Io(format!("{}: {e}", path.display()))
-}
-
-pub(crate) fn format_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Format {
-        path: path.display().to_string(),
-        message: e.to_string(),
     }
 }

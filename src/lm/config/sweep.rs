@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{read_json, ModelConfig, Scheme, TrainConfig, WeightDtype, MAX_LEN};
+use super::{ModelConfig, Scheme, TrainConfig, WeightDtype, MAX_LEN};
 use crate::encodings::rope::ScalingKind;
 use crate::error::{ensure, invalid, Result};
+use crate::io::read_json;
 
 /// How windows are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,181 @@
+//! The sweep: every scheme trained with the same data order, steps and model size; every
+//! checkpoint evaluated at every length; RoPE also with PI / NTK / dynamic NTK / YaRN / Llama3
+//! at inference and fine-tuned briefly at a longer length with PI and with YaRN. Results go
+//! to one CSV (rewritten after each model, so a partial sweep leaves partial results), and a
+//! finished checkpoint is reused rather than retrained when everything it was trained from is
+//! the same: model, training, precision, the training text (its digest) and, for a fine-tune,
+//! the weights it started from (their digest).
+//!
+//! The configuration is checked whole before any training: unknown keys, out-of-range values,
+//! lengths no window fits, output folders that cannot be written. Its default folders are under
+//! `target/sweep/`: the sweep writes under `data/` only when its configuration says so
+//! (`data/configs/sweep.json`, the shipped results).
+//!
+//! The plan (items, `--only`, `--shard`) is in `plan.rs`, where each item writes in
+//! `store.rs`, the reuse policy in `reuse.rs`, one item's training and evaluation in
+//! `item.rs`, the worker threads in `queue.rs`; this module checks everything and runs them.
+
+mod item;
+mod plan;
+mod queue;
+mod reuse;
+mod store;
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use burn::tensor::Device;
+
+use crate::error::{invalid, Result};
+use crate::io::{digest, ensure_dir_writable, ensure_writable};
+pub use crate::lm::config::{SweepConfig, SweepEval, SweepFinetune};
+use crate::lm::data::{read_split, window_starts};
+use crate::lm::eval::{Mode, ResultRow};
+use crate::lm::model::Scheme;
+use crate::lm::train::log_line;
+pub use crate::results::CurveRow;
+use item::{print_rows, run_item};
+pub use plan::{Item, Selection};
+use queue::run_queue;
+use store::merge_outputs;
+pub use store::SweepTiming;
+
+/// Runs the chosen items of the sweep with `jobs` items at a time (each item trains or
+/// evaluates one model; items that use a RoPE checkpoint wait for it). Each finished item
+/// writes its rows, windows and training curve to its own files next to the results CSV
+/// (`items/`, `windows/`, `curves/`), and the results CSV and `curves.csv` are then rebuilt
+/// from every item file there, so an interrupted sweep resumes where it stopped and shards run
+/// on several machines merge by copying their files into one folder. Returns the combined rows.
+///
+/// # Errors
+/// The first training or evaluation error, with the item.
+pub fn sweep(
+    config: &SweepConfig,
+    selection: &Selection,
+    corpus: &Path,
+    device: &Device,
+    progress: bool,
+    jobs: usize,
+) -> Result<Vec<ResultRow>> {
+    // everything that can fail is checked before the first model trains
+    config.validate()?;
+    let items = config.items();
+    let chosen = selection.choose(&items)?;
+    check_outputs_and_lengths(config, corpus)?;
+    let corpus_digest = digest(&read_split(corpus, "train")?);
+    let began = Instant::now();
+    let jobs = jobs.clamp(1, chosen.len().max(1));
+    let progress = progress && jobs == 1;
+    // the merging of the item files into the combined outputs, one worker at a time
+    let merging = Mutex::new(());
+    run_queue(
+        &items,
+        &chosen,
+        &config.seeds,
+        jobs,
+        |item| run_item(config, item, corpus, &corpus_digest, device, progress),
+        |item, rows| {
+            print_rows(&item.name(), &rows);
+            let _merging = merging.lock().unwrap_or_else(PoisonError::into_inner);
+            merge_outputs(config, &items).map(|_| ())
+        },
+    )?;
+    let rows = merge_outputs(config, &items)?;
+    log_line(&format!(
+        "sweep done in {:.1} min: {}",
+        began.elapsed().as_secs_f64() / 60.0,
+        config.results.display()
+    ));
+    Ok(rows)
+}
+
+/// Checks, before any work, that every output folder can be written and that a window of the
+/// longest length fits the evaluation split in every mode.
+///
+/// # Errors
+/// The first folder that cannot be written, or `eval.lengths` naming the longest that fits.
+fn check_outputs_and_lengths(config: &SweepConfig, corpus: &Path) -> Result<()> {
+    ensure_dir_writable(&config.checkpoints.join(Scheme::Rope.name()))?;
+    if config.seeds.len() > 1 {
+        ensure_dir_writable(&config.seed_checkpoints)?;
+    }
+    ensure_writable(&config.results)?;
+    for dir in ["items", "windows", "curves", "per_position"] {
+        ensure_dir_writable(&config.results_dir().join(dir))?;
+    }
+    let eval_text = read_split(corpus, &config.eval.split)?;
+    let longest = config.eval.lengths.iter().copied().max().unwrap_or(1);
+    for &mode in &config.eval.modes {
+        let budget = match mode {
+            Mode::Nonoverlap => config.eval.max_bytes,
+            Mode::Sliding => config.eval.sliding_max_bytes,
+        };
+        if window_starts(eval_text.len(), longest, longest, budget).is_empty() {
+            return Err(invalid(
+                "eval.lengths",
+                longest,
+                format!(
+                    "at most {} for the {} split ({} bytes)",
+                    budget
+                        .map_or(eval_text.len(), |b| b.min(eval_text.len()))
+                        .saturating_sub(1),
+                    config.eval.split,
+                    eval_text.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_writes_nowhere_under_data() {
+        let c = SweepConfig::default();
+        assert!(!c.checkpoints.starts_with("data"), "{:?}", c.checkpoints);
+        assert!(!c.results.starts_with("data"), "{:?}", c.results);
+        c.validate().unwrap();
+        // the shipped configuration names data/ itself and is the default apart from that
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/configs/sweep.json");
+        let shipped = SweepConfig::read(&path).unwrap();
+        assert_eq!(shipped.checkpoints, Path::new("data/checkpoints"));
+        assert_eq!(shipped.results, Path::new("data/results/ppl_vs_length.csv"));
+        assert_eq!(
+            SweepConfig {
+                checkpoints: c.checkpoints.clone(),
+                results: c.results.clone(),
+                ..shipped
+            },
+            c,
+            "data/configs/sweep.json is the default apart from its folders"
+        );
+    }
+
+    #[test]
+    fn mistyped_keys_and_bad_values_are_refused_before_work() {
+        for (json, key) in [
+            (r#"{"checkpoint": "x"}"#, "checkpoint"),
+            (r#"{"result": "x"}"#, "result"),
+            (r#"{"train": {"stpes": 3}}"#, "stpes"),
+            (r#"{"eval": {"lenghts": [16]}}"#, "lenghts"),
+            (r#"{"finetune": {"steps": 2, "lr ": 1}}"#, "lr "),
+        ] {
+            let e = serde_json::from_str::<SweepConfig>(json).unwrap_err();
+            assert!(e.to_string().contains(key), "{json}: {e}");
+        }
+        let bad = |json: &str| {
+            let c: SweepConfig = serde_json::from_str(json).unwrap();
+            c.validate().unwrap_err().to_string()
+        };
+        assert!(bad(r#"{"eval": {"lengths": [0]}}"#).contains("lengths"));
+        assert!(bad(r#"{"eval": {"lengths": [200000]}}"#).contains("16384"));
+        assert!(bad(r#"{"train": {"batch": 0}}"#).contains("invalid batch = 0"));
+        assert!(bad(r#"{"train": {"lr": -1}}"#).contains("invalid lr = -1"));
+        assert!(bad(r#"{"eval": {"max_bytes": 100}}"#).contains("max_bytes"));
+        assert!(bad(r#"{"finetune": {"factor": 1000}}"#).contains("finetune.factor"));
+    }
+}

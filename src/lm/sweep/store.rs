@@ -1,0 +1,167 @@
+//! Where a sweep writes: the checkpoint folder of each model, and beside the results CSV one
+//! set of files per finished item (`items/NAME.csv` and its record `items/NAME.json`,
+//! `windows/NAME.csv`, `curves/NAME.csv`, `per_position/`). The results CSV, `curves.csv` and
+//! `sweep.json` are rebuilt from the item files present ([`merge_outputs`]), so a resumed or
+//! sharded sweep merges by copying item files into one folder.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::Item;
+use crate::error::Result;
+use crate::io::csv::{csv_bytes, read_csv};
+use crate::io::{read_json, write_atomic, write_json};
+use crate::lm::checkpoint::read_state;
+use crate::lm::config::{SweepConfig, SweepEval};
+use crate::lm::eval::{write_csv, ResultRow, WindowRow};
+use crate::lm::train::CheckpointInfo;
+use crate::results::CurveRow;
+
+/// Timing of one sweep item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepTiming {
+    /// The item's name ([`SweepConfig::items`]).
+    pub name: String,
+    /// Training seconds (0 if reused).
+    pub train_seconds: f64,
+    /// Evaluation seconds.
+    pub eval_seconds: f64,
+}
+
+impl SweepConfig {
+    /// The checkpoint folder of a model named `name` (a scheme, or `rope-ft-KIND`) trained
+    /// with `seed`: under [`SweepConfig::checkpoints`] for the first seed (the shipped ones),
+    /// under [`SweepConfig::seed_checkpoints`] as `NAME-seedK` for the others.
+    pub(super) fn checkpoint_dir(&self, name: &str, seed: u64) -> PathBuf {
+        if Some(&seed) == self.seeds.first() {
+            self.checkpoints.join(name)
+        } else {
+            self.seed_checkpoints.join(format!("{name}-seed{seed}"))
+        }
+    }
+
+    /// The folder of the results CSV.
+    pub(super) fn results_dir(&self) -> &Path {
+        self.results.parent().unwrap_or(Path::new("."))
+    }
+
+    /// A per-item output file: `DIR/STEM.EXT` next to the results CSV.
+    pub(super) fn item_file(&self, dir: &str, item: &Item, ext: &str) -> PathBuf {
+        self.results_dir()
+            .join(dir)
+            .join(format!("{}.{ext}", item.stem()))
+    }
+}
+
+/// What a finished item records beside its rows: which weights and which evaluation
+/// produced them, so that a later run evaluates again only when either changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ItemRecord {
+    /// [`Item::name`].
+    pub(super) item: String,
+    /// The digest of the evaluated weights.
+    pub(super) weights_digest: String,
+    /// The evaluation settings.
+    pub(super) eval: SweepEval,
+    /// The dynamic NTK factor (RoPE scalings at inference).
+    pub(super) dynamic_factor: f64,
+    /// Seconds.
+    pub(super) timing: SweepTiming,
+}
+
+/// The training curve of a checkpoint from its `state.json`.
+pub(super) fn curve_rows(
+    dir: &Path,
+    info: &CheckpointInfo,
+    variant: &str,
+) -> Result<Vec<CurveRow>> {
+    let state = read_state(dir)?;
+    let bytes_per_step = info.train.batch * info.model.train_len;
+    let mut previous = 0;
+    let mut rows = Vec::new();
+    for v in &state.valid {
+        let losses = state.losses.get(previous..v.step).unwrap_or(&[]);
+        let train_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+        rows.push(CurveRow {
+            scheme: info.model.scheme,
+            variant: variant.to_string(),
+            seed: info.train.seed,
+            step: v.step,
+            bytes: v.step * bytes_per_step,
+            train_loss,
+            valid_loss: v.loss,
+        });
+        previous = v.step;
+    }
+    Ok(rows)
+}
+
+/// The rows, windows and curve of one finished item.
+pub(super) struct ItemOutput {
+    pub(super) rows: Vec<ResultRow>,
+    pub(super) windows: Vec<WindowRow>,
+    pub(super) curve: Vec<CurveRow>,
+}
+
+/// Writes one item's files: rows, windows and curve (its record follows them).
+pub(super) fn write_item(config: &SweepConfig, item: &Item, out: &ItemOutput) -> Result<()> {
+    write_atomic(
+        &config.item_file("windows", item, "csv"),
+        &csv_bytes(&out.windows)?,
+    )?;
+    write_atomic(
+        &config.item_file("curves", item, "csv"),
+        &csv_bytes(&out.curve)?,
+    )?;
+    write_csv(&config.item_file("items", item, "csv"), &out.rows)
+}
+
+/// Rebuilds the results CSV, `curves.csv` and `sweep.json` from the item files present, in
+/// item order; returns the rows. `sweep.json` holds the configuration, the timing of every
+/// finished item and their sums: like the tables, a function of the item files alone, so a run
+/// that only reuses items writes the same bytes again.
+pub(super) fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<ResultRow>> {
+    let mut rows = Vec::new();
+    let mut curves: Vec<CurveRow> = Vec::new();
+    let mut timings = Vec::new();
+    for item in items {
+        let Some(record) = read_record(config, item) else {
+            continue;
+        };
+        rows.extend(read_csv::<ResultRow>(
+            &config.item_file("items", item, "csv"),
+        )?);
+        let curve = config.item_file("curves", item, "csv");
+        if curve.exists() {
+            curves.extend(read_csv::<CurveRow>(&curve)?);
+        }
+        timings.push(record.timing);
+    }
+    write_csv(&config.results, &rows)?;
+    write_atomic(
+        &config.results_dir().join("curves.csv"),
+        &csv_bytes(&curves)?,
+    )?;
+    let (train_seconds, eval_seconds) = timings.iter().fold((0.0, 0.0), |(t, e), x| {
+        (t + x.train_seconds, e + x.eval_seconds)
+    });
+    let summary = serde_json::json!({
+        "config": config,
+        "items": timings,
+        "train_seconds": train_seconds,
+        "eval_seconds": eval_seconds,
+    });
+    write_json(&config.results.with_file_name("sweep.json"), &summary)?;
+    Ok(rows)
+}
+
+/// The record of a finished item, if its files are all there.
+pub(super) fn read_record(config: &SweepConfig, item: &Item) -> Option<ItemRecord> {
+    let record: ItemRecord = read_json(&config.item_file("items", item, "json")).ok()?;
+    let complete = ["items", "windows", "curves"]
+        .iter()
+        .all(|dir| config.item_file(dir, item, "csv").exists());
+    (complete && record.item == item.name()).then_some(record)
+}
