@@ -144,6 +144,16 @@ pub fn ensure(ok: bool, name: &'static str, value: impl fmt::Display, allowed: &
     }
 }
 
+/// Fails with [`Error::InvalidParameter`] ("a finite number > 0") unless `value` is finite
+/// and positive: a standard deviation, a scale, a base, a clipping norm.
+pub fn ensure_positive<T: Copy + Into<f64> + fmt::Display>(
+    name: &'static str,
+    value: T,
+) -> Result<()> {
+    let x: f64 = value.into();
+    ensure(x.is_finite() && x > 0.0, name, value, "a finite number > 0")
+}
+
 /// Fails with [`Error::ShapeMismatch`] unless `expected == found`.
 pub(crate) fn ensure_shape(
     context: &'static str,

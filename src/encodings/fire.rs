@@ -356,46 +356,16 @@ mod tests {
             Array2::<f32>::zeros((2, 3)),
             Array1::<f32>::zeros(3),
         );
-        assert!(
-            Fire::from_weights(w1.clone(), b1.clone(), w2.clone(), b2.clone(), 0.1, 512.0).is_ok()
-        );
-        assert!(Fire::from_weights(
-            w1.clone(),
-            array![0.0f32],
-            w2.clone(),
-            b2.clone(),
-            0.1,
-            512.0
-        )
-        .is_err());
-        assert!(Fire::from_weights(
-            w1.clone(),
-            b1.clone(),
-            Array2::zeros((3, 3)),
-            b2.clone(),
-            0.1,
-            512.0
-        )
-        .is_err());
-        assert!(Fire::from_weights(
-            w1.clone(),
-            b1.clone(),
-            w2.clone(),
-            Array1::zeros(2),
-            0.1,
-            512.0
-        )
-        .is_err());
-        assert!(Fire::from_weights(
-            array![],
-            array![],
-            Array2::zeros((0, 3)),
-            b2.clone(),
-            0.1,
-            512.0
-        )
-        .is_err());
-        assert!(Fire::from_weights(array![f32::NAN, 0.0], b1, w2, b2, 0.1, 512.0).is_err());
+        let build = |w1: &Array1<f32>, b1: &Array1<f32>, w2: &Array2<f32>, b2: &Array1<f32>| {
+            Fire::from_weights(w1.clone(), b1.clone(), w2.clone(), b2.clone(), 0.1, 512.0)
+        };
+        assert!(build(&w1, &b1, &w2, &b2).is_ok());
+        // b1 of another width, W2 of another height, b2 of another width, no hidden unit
+        assert!(build(&w1, &array![0.0f32], &w2, &b2).is_err());
+        assert!(build(&w1, &b1, &Array2::zeros((3, 3)), &b2).is_err());
+        assert!(build(&w1, &b1, &w2, &Array1::zeros(2)).is_err());
+        assert!(build(&array![], &array![], &Array2::zeros((0, 3)), &b2).is_err());
+        assert!(build(&array![f32::NAN, 0.0], &b1, &w2, &b2).is_err());
         let f = tiny();
         assert_eq!(
             f.bias(1, 2, 2).unwrap_err().to_string(),

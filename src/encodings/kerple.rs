@@ -21,7 +21,7 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use super::{ensure_queries_fit, query_position, PositionScheme};
-use crate::error::{ensure, invalid, Result};
+use crate::error::{ensure, ensure_positive, invalid, Result};
 
 /// Which kernel Kerple derives its bias from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -85,13 +85,11 @@ impl Kerple {
             &format!("{} (the length of r1)", self.r1.len()),
         )?;
         for &r1 in &self.r1 {
-            ensure(r1.is_finite() && r1 > 0.0, "r1", r1, "a finite number > 0")?;
+            ensure_positive("r1", r1)?;
         }
         for &r2 in &self.r2 {
             match self.kind {
-                KerpleKind::Log => {
-                    ensure(r2.is_finite() && r2 > 0.0, "r2", r2, "a finite number > 0")?
-                }
+                KerpleKind::Log => ensure_positive("r2", r2)?,
                 KerpleKind::Power => ensure(r2 > 0.0 && r2 <= 2.0, "r2", r2, "a number in (0, 2]")?,
             }
         }

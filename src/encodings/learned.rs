@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
-use crate::error::{ensure, ensure_shape, Error, Result};
+use crate::error::{ensure, ensure_positive, ensure_shape, Error, Result};
 
 /// BERT's initialisation standard deviation, 0.02.
 pub const DEFAULT_STD: f32 = 0.02;
@@ -66,12 +66,7 @@ impl LearnedAbsolute {
             format!("{max_positions} * {dim}"),
             "a product that fits in usize",
         )?;
-        ensure(
-            std.is_finite() && std > 0.0,
-            "std",
-            std,
-            "a finite number > 0",
-        )?;
+        ensure_positive("std", std)?;
         // E_{p,c} ~ N(0, std^2), [P, d]
         let table = Seeded::new(seed).normal((max_positions, dim), std)?;
         Ok(Self { table })

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
-use crate::error::{ensure, ensure_shape, invalid, Result};
+use crate::error::{ensure, ensure_positive, ensure_shape, invalid, Result};
 
 /// $\text{idx}_{ij} = \operatorname{clip}(j - i, -k, k) + k$, `[Lq, Lk]`, queries at the last
 /// `lq` of `lk` positions. Entries lie in $0..=2k$.
@@ -86,28 +86,30 @@ impl ShawRelative {
     /// # Errors
     /// `max_relative == 0`, `dim == 0`, or `std` not positive and finite.
     pub fn new(max_relative: usize, dim: usize, std: f32, seed: u64) -> Result<Self> {
+        let rows = Self::table_rows(max_relative)?;
+        ensure(dim >= 1, "dim", dim, "at least 1")?;
+        ensure_positive("std", std)?;
+        let mut init = Seeded::new(seed);
+        let keys = init.normal((rows, dim), std)?;
+        let values = init.normal((rows, dim), std)?;
+        Self::from_tables(max_relative, keys, values)
+    }
+
+    /// The $2k+1$ rows of a table with clipping distance $k$ = `max_relative`.
+    ///
+    /// # Errors
+    /// `max_relative == 0`, or $2k+1$ past `usize`.
+    fn table_rows(max_relative: usize) -> Result<usize> {
         ensure(
             max_relative >= 1,
             "max_relative",
             max_relative,
             "at least 1",
         )?;
-        ensure(dim >= 1, "dim", dim, "at least 1")?;
-        ensure(
-            std.is_finite() && std > 0.0,
-            "std",
-            std,
-            "a finite number > 0",
-        )?;
-        let mut init = Seeded::new(seed);
-        let rows = 2 * max_relative + 1;
-        let keys = init.normal((rows, dim), std)?;
-        let values = init.normal((rows, dim), std)?;
-        Ok(Self {
-            max_relative,
-            keys,
-            values,
-        })
+        max_relative
+            .checked_mul(2)
+            .and_then(|r| r.checked_add(1))
+            .ok_or_else(|| invalid("max_relative", max_relative, "2k+1 rows that fit in usize"))
     }
 
     /// Given tables.
@@ -119,13 +121,7 @@ impl ShawRelative {
         keys: Array2<f32>,
         values: Array2<f32>,
     ) -> Result<Self> {
-        ensure(
-            max_relative >= 1,
-            "max_relative",
-            max_relative,
-            "at least 1",
-        )?;
-        let rows = 2 * max_relative + 1;
+        let rows = Self::table_rows(max_relative)?;
         ensure_shape("Shaw key table rows", &[rows], &[keys.nrows()])?;
         ensure_shape("Shaw value table rows", &[rows], &[values.nrows()])?;
         ensure(

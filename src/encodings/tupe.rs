@@ -307,27 +307,13 @@ mod tests {
         assert!(t.score_term(0, q.view(), q.view()).is_err());
         assert!(t.score_bias(1, 2, 2).is_err()); // the T5 bias has one head
         let p = Array2::<f32>::zeros((8, 4));
-        assert!(Tupe::from_parts(
-            p.clone(),
-            Array2::zeros((4, 2)),
-            Array2::zeros((3, 2)),
-            None
-        )
-        .is_err());
-        assert!(Tupe::from_parts(
-            p.clone(),
-            Array2::zeros((4, 2)),
-            Array2::zeros((4, 3)),
-            None
-        )
-        .is_err());
-        assert!(Tupe::from_parts(
-            p.clone(),
-            Array2::zeros((4, 0)),
-            Array2::zeros((4, 0)),
-            None
-        )
-        .is_err());
-        assert!(Tupe::from_parts(p, Array2::zeros((4, 2)), Array2::zeros((4, 2)), None).is_ok());
+        let parts = |u_q: (usize, usize), u_k: (usize, usize)| {
+            Tupe::from_parts(p.clone(), Array2::zeros(u_q), Array2::zeros(u_k), None)
+        };
+        // U^K of another height, of another width, no column
+        assert!(parts((4, 2), (3, 2)).is_err());
+        assert!(parts((4, 2), (4, 3)).is_err());
+        assert!(parts((4, 0), (4, 0)).is_err());
+        assert!(parts((4, 2), (4, 2)).is_ok());
     }
 }

@@ -146,22 +146,24 @@ impl TransformerXl {
     /// # Errors
     /// `r_dim` odd or zero, `head_dim == 0`.
     pub fn new(r_dim: usize, head_dim: usize, direction: XlDirection, seed: u64) -> Result<Self> {
+        Self::ensure_r_dim(r_dim)?;
+        ensure(head_dim >= 1, "head_dim", head_dim, "at least 1")?;
+        let mut init = Seeded::new(seed);
+        // W_R ~ N(0, 1/r_dim), u, v ~ N(0, 0.02^2)
+        let w_r = init.normal((r_dim, head_dim), 1.0 / (r_dim as f32).sqrt())?;
+        let u = init.normal_vec(head_dim, 0.02)?;
+        let v = init.normal_vec(head_dim, 0.02)?;
+        Self::from_parts(w_r, u, v, direction)
+    }
+
+    /// Checks the width of the sinusoid table $R$: even (sine-cosine pairs) and at least 2.
+    fn ensure_r_dim(r_dim: usize) -> Result<()> {
         ensure(
             r_dim >= 2 && r_dim % 2 == 0,
             "r_dim",
             r_dim,
             "an even number >= 2",
-        )?;
-        ensure(head_dim >= 1, "head_dim", head_dim, "at least 1")?;
-        let mut init = Seeded::new(seed);
-        Ok(Self {
-            r_dim,
-            // W_R ~ N(0, 1/r_dim), u, v ~ N(0, 0.02^2)
-            w_r: init.normal((r_dim, head_dim), 1.0 / (r_dim as f32).sqrt())?,
-            u: init.normal_vec(head_dim, 0.02)?,
-            v: init.normal_vec(head_dim, 0.02)?,
-            direction,
-        })
+        )
     }
 
     /// Given parameters.
@@ -175,12 +177,7 @@ impl TransformerXl {
         direction: XlDirection,
     ) -> Result<Self> {
         let r_dim = w_r.nrows();
-        ensure(
-            r_dim >= 2 && r_dim % 2 == 0,
-            "r_dim",
-            r_dim,
-            "an even number >= 2",
-        )?;
+        Self::ensure_r_dim(r_dim)?;
         ensure_shape("XL: u width", &[w_r.ncols()], &[u.len()])?;
         ensure_shape("XL: v width", &[w_r.ncols()], &[v.len()])?;
         Ok(Self {

@@ -18,7 +18,7 @@ use crate::encodings::deberta::{self, LogBuckets};
 use crate::encodings::rope::{RopeConfig, RopeScaling};
 use crate::encodings::t5::T5Buckets;
 use crate::encodings::tupe;
-use crate::error::{ensure, invalid, Result};
+use crate::error::{ensure, ensure_positive, invalid, Result};
 
 /// Most blocks a model may have.
 pub const MAX_LAYERS: usize = 64;
@@ -338,24 +338,14 @@ impl ModelConfig {
             self.fire_hidden,
             &at_most(MAX_WIDTH),
         )?;
-        ensure(
-            self.fire_c.is_finite() && self.fire_c > 0.0,
-            "fire_c",
-            self.fire_c,
-            "a finite number > 0",
-        )?;
+        ensure_positive("fire_c", self.fire_c)?;
         ensure(
             self.fire_threshold.is_finite() && self.fire_threshold >= 1.0,
             "fire_threshold",
             self.fire_threshold,
             "a finite number >= 1",
         )?;
-        ensure(
-            self.xpos_scale_base.is_finite() && self.xpos_scale_base > 0.0,
-            "xpos_scale_base",
-            self.xpos_scale_base,
-            "a finite number > 0",
-        )?;
+        ensure_positive("xpos_scale_base", self.xpos_scale_base)?;
         ensure(
             self.content_params() <= MAX_PARAMS,
             "layers, d_model, d_ff",
@@ -512,12 +502,7 @@ impl TrainConfig {
             self.weight_decay,
             "a finite number >= 0",
         )?;
-        ensure(
-            self.grad_clip.is_finite() && self.grad_clip > 0.0,
-            "grad_clip",
-            self.grad_clip,
-            "a finite number > 0",
-        )?;
+        ensure_positive("grad_clip", self.grad_clip)?;
         ensure(
             self.valid_every <= MAX_STEPS,
             "valid_every",

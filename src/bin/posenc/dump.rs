@@ -114,6 +114,28 @@ fn relative_range(min: i64, max: i64) -> Result<Vec<i64>> {
     Ok((min..=max).collect())
 }
 
+/// The columns `relative_position` and `bucket` over `min..=max`.
+///
+/// # Errors
+/// An invalid range.
+fn bucket_columns<B: serde::Serialize>(
+    min: i64,
+    max: i64,
+    bucket: impl Fn(i64) -> B,
+) -> Result<Dump> {
+    let rel = relative_range(min, max)?;
+    Ok(Dump::Columns(vec![
+        (
+            "relative_position".into(),
+            rel.iter().map(|&r| json!(r)).collect(),
+        ),
+        (
+            "bucket".into(),
+            rel.iter().map(|&r| json!(bucket(r))).collect(),
+        ),
+    ]))
+}
+
 /// T5 buckets for relative positions `min..=max` (key − query).
 ///
 /// # Errors
@@ -126,15 +148,7 @@ pub fn t5_buckets(
     max: i64,
 ) -> Result<Dump> {
     let buckets = T5Buckets::new(num_buckets, max_distance, !causal)?;
-    let rel = relative_range(min, max)?;
-    let bucket = rel.iter().map(|&r| json!(buckets.bucket(r))).collect();
-    Ok(Dump::Columns(vec![
-        (
-            "relative_position".into(),
-            rel.iter().map(|&r| json!(r)).collect(),
-        ),
-        ("bucket".into(), bucket),
-    ]))
+    bucket_columns(min, max, |r| buckets.bucket(r))
 }
 
 /// DeBERTa log buckets for relative positions `min..=max` (query − key).
@@ -148,15 +162,7 @@ pub fn deberta_buckets(
     max: i64,
 ) -> Result<Dump> {
     let buckets = LogBuckets::new(bucket_size, max_position)?;
-    let rel = relative_range(min, max)?;
-    let bucket = rel.iter().map(|&r| json!(buckets.bucket(r))).collect();
-    Ok(Dump::Columns(vec![
-        (
-            "relative_position".into(),
-            rel.iter().map(|&r| json!(r)).collect(),
-        ),
-        ("bucket".into(), bucket),
-    ]))
+    bucket_columns(min, max, |r| buckets.bucket(r))
 }
 
 /// ALiBi slopes for `heads` heads.

@@ -6,7 +6,7 @@ use plotly::common::{ColorBar, ColorScale, ColorScalePalette};
 use plotly::layout::Axis;
 use plotly::{HeatMap, Plot};
 
-use super::{bundle_or_error, Labels, ToF64, Values};
+use super::{bundle_or_error, labelled, Labels, ToF64, Values};
 use crate::error::ensure;
 use crate::notebook::display::{Figure, Show};
 use crate::{Error, Result};
@@ -57,25 +57,9 @@ where
     }
 }
 
+labelled!(Heatmap, " (the columns of `z`)", " (the rows of `z`)");
+
 impl Heatmap {
-    /// The figure's title.
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.labels.title = title.into();
-        self
-    }
-
-    /// The x axis title (the columns of `z`).
-    pub fn x(mut self, label: impl Into<String>) -> Self {
-        self.labels.x = label.into();
-        self
-    }
-
-    /// The y axis title (the rows of `z`).
-    pub fn y(mut self, label: impl Into<String>) -> Self {
-        self.labels.y = label.into();
-        self
-    }
-
     /// The colour bar's title (what a cell's value means, with its unit).
     pub fn colorbar(mut self, label: impl Into<String>) -> Self {
         self.colorbar = label.into();
@@ -91,12 +75,6 @@ impl Heatmap {
     /// The y coordinate of each row (default `0, 1, ...`).
     pub fn y_values(mut self, y: &(impl Values + ?Sized)) -> Self {
         self.y_values = Some(y.to_f64_vec());
-        self
-    }
-
-    /// The figure's height in pixels (default 460).
-    pub fn height(mut self, px: usize) -> Self {
-        self.labels.height = Some(px);
         self
     }
 

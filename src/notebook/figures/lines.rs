@@ -6,7 +6,7 @@ use plotly::layout::{Axis, AxisType};
 use plotly::{Plot, Scatter};
 use polars::prelude::DataFrame;
 
-use super::{bundle_or_error, Labels, Values};
+use super::{bundle_or_error, labelled, Labels, Values};
 use crate::error::{ensure, invalid};
 use crate::notebook::display::{Figure, Show};
 use crate::notebook::results::column_f64;
@@ -191,6 +191,8 @@ pub fn lines_df(df: &DataFrame, x: &str, y: &str, color: Option<&str>) -> Result
     })
 }
 
+labelled!(Lines, "", "");
+
 impl Lines {
     /// Adds one more named line over the x values of the first series.
     ///
@@ -245,24 +247,6 @@ impl Lines {
         self
     }
 
-    /// The figure's title.
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.labels.title = title.into();
-        self
-    }
-
-    /// The x axis title.
-    pub fn x(mut self, label: impl Into<String>) -> Self {
-        self.labels.x = label.into();
-        self
-    }
-
-    /// The y axis title.
-    pub fn y(mut self, label: impl Into<String>) -> Self {
-        self.labels.y = label.into();
-        self
-    }
-
     /// A logarithmic x axis (every x must be > 0).
     pub fn log_x(mut self) -> Self {
         self.log_x = true;
@@ -285,12 +269,6 @@ impl Lines {
     /// A marker at each point as well as the line.
     pub fn markers(mut self) -> Self {
         self.markers = true;
-        self
-    }
-
-    /// The figure's height in pixels (default 460).
-    pub fn height(mut self, px: usize) -> Self {
-        self.labels.height = Some(px);
         self
     }
 

@@ -100,6 +100,40 @@ pub(crate) struct Labels {
     pub(crate) height: Option<usize>,
 }
 
+/// The label setters every figure builder has (`title`, `x`, `y`, `height`), written once:
+/// `labelled!(Builder, "what x labels", "what y labels")` inside the figures module, for a
+/// builder with a `labels: Labels` field.
+macro_rules! labelled {
+    ($builder:ty, $x:literal, $y:literal) => {
+        impl $builder {
+            /// The figure's title.
+            pub fn title(mut self, title: impl Into<String>) -> Self {
+                self.labels.title = title.into();
+                self
+            }
+
+            #[doc = concat!("The x axis title", $x, ".")]
+            pub fn x(mut self, label: impl Into<String>) -> Self {
+                self.labels.x = label.into();
+                self
+            }
+
+            #[doc = concat!("The y axis title", $y, ".")]
+            pub fn y(mut self, label: impl Into<String>) -> Self {
+                self.labels.y = label.into();
+                self
+            }
+
+            /// The figure's height in pixels (default 460).
+            pub fn height(mut self, px: usize) -> Self {
+                self.labels.height = Some(px);
+                self
+            }
+        }
+    };
+}
+pub(crate) use labelled;
+
 impl Labels {
     /// The common layout: a title, two axes with light grey grid lines, a white background.
     pub(crate) fn layout(&self, x_axis: Axis, y_axis: Axis) -> Layout {
