@@ -114,16 +114,10 @@ pub(crate) fn sync_file(path: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn folder(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("posenc-io-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     #[test]
     fn an_atomic_write_replaces_the_file_whole_and_leaves_no_temporary() {
-        let root = folder("atomic");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         let path = root.join("sub/out.txt");
         write_atomic(&path, b"first").unwrap();
         write_atomic(&path, b"second").unwrap();
@@ -135,12 +129,12 @@ mod tests {
         assert_eq!(names, ["out.txt"]);
         let e = write_atomic(&root.join("sub"), b"x").unwrap_err();
         assert!(matches!(e, Error::Io(_)), "{e:?}");
-        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]
     fn output_paths_are_checked_before_work() {
-        let root = folder("writable");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         let file = root.join("a-file");
         fs::write(&file, "x").unwrap();
         // a folder under a regular file cannot be created
@@ -150,12 +144,11 @@ mod tests {
             "{e}"
         );
         assert!(ensure_writable(&file.join("out.csv")).is_err());
-        assert!(ensure_writable(&root)
+        assert!(ensure_writable(root)
             .unwrap_err()
             .to_string()
             .contains("folder"));
         ensure_writable(&root.join("new/sub/out.csv")).unwrap();
         ensure_dir_writable(&root.join("ckpt")).unwrap();
-        let _ = fs::remove_dir_all(&root);
     }
 }

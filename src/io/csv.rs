@@ -84,8 +84,8 @@ mod tests {
         ];
         let text = String::from_utf8(csv_bytes(&rows).unwrap()).unwrap();
         assert_eq!(text, "name,x,extra\n\"a,b\",1.5,2.0\nc,-0.25,\n");
-        let dir = std::env::temp_dir().join(format!("posenc-io-csv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("rows.csv");
         std::fs::write(&path, &text).unwrap();
         assert_eq!(read_csv::<Row>(&path).unwrap(), rows);
@@ -101,6 +101,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("missing.csv"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -57,7 +57,8 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_wrong_types_are_format_errors_naming_the_key_or_line() {
-        let dir = std::env::temp_dir().join(format!("posenc-io-json-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("example.json");
         write_json(&path, &Example { steps: 3 }).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "{\n  \"steps\": 3\n}\n");
@@ -76,6 +77,5 @@ mod tests {
             matches!(e, Error::Io(_)) && e.to_string().contains("missing.json"),
             "{e}"
         );
-        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -102,10 +102,12 @@ mod tests {
 
     #[test]
     fn read_windows_dir_reads_every_csv_and_names_bad_files() {
-        let dir = std::env::temp_dir().join(format!("posenc-windows-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let e = read_windows_dir(&dir).unwrap_err().to_string();
+        let tmp = tempfile::Builder::new()
+            .prefix("posenc-windows-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
+        let e = read_windows_dir(dir).unwrap_err().to_string();
         assert!(e.contains("no *.csv file"), "{e}");
         let key = WindowKey::new(Scheme::Rope, "base", Mode::Nonoverlap, 128);
         let rows: Vec<WindowRow> = (0..10)
@@ -115,19 +117,19 @@ mod tests {
         std::fs::write(dir.join("b.csv"), csv_bytes(second).unwrap()).unwrap();
         std::fs::write(dir.join("a.csv"), csv_bytes(first).unwrap()).unwrap();
         std::fs::write(dir.join("notes.txt"), "not a table").unwrap();
-        assert_eq!(read_windows_dir(&dir).unwrap(), rows);
+        assert_eq!(read_windows_dir(dir).unwrap(), rows);
         std::fs::write(dir.join("c.csv"), "scheme,variant\nrope,base\n").unwrap();
-        let e = read_windows_dir(&dir).unwrap_err().to_string();
+        let e = read_windows_dir(dir).unwrap_err().to_string();
         assert!(e.contains("c.csv"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
-        let e = read_windows_dir(&dir).unwrap_err().to_string();
+        std::fs::remove_dir_all(dir).unwrap();
+        let e = read_windows_dir(dir).unwrap_err().to_string();
         assert!(e.contains("posenc-windows"), "{e}");
     }
 
     #[test]
     fn results_round_trip_through_csv() {
-        let dir = std::env::temp_dir().join(format!("posenc-results-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("r.csv");
         let sample: Vec<ResultRow> = [(Scheme::Rope, "base"), (Scheme::Alibi, "base")]
             .into_iter()
@@ -179,7 +181,6 @@ mod tests {
         // a table whose factors are all empty
         std::fs::write(&path, csv_bytes(&sample).unwrap()).unwrap();
         assert_eq!(read_results(&path).unwrap(), sample);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Every shipped file reads into its type and writes back byte for byte.

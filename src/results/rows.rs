@@ -317,22 +317,26 @@ mod tests {
             lines[1]
         );
         // read back as written, the scaling factor included; an empty factor reads as none
-        let path = std::env::temp_dir().join(format!("posenc-rows-{}.csv", std::process::id()));
-        std::fs::write(&path, &text).unwrap();
-        let back: Vec<ResultRow> = read_csv(&path).unwrap();
+        let file = tempfile::Builder::new()
+            .prefix("posenc-rows-")
+            .suffix(".csv")
+            .tempfile()
+            .unwrap();
+        let path = file.path();
+        std::fs::write(path, &text).unwrap();
+        let back: Vec<ResultRow> = read_csv(path).unwrap();
         assert_eq!(back.len(), 2);
         assert_eq!(back[0].scaling_factor, Some(2.0));
         assert_eq!(back[0].eval_len, 512);
-        std::fs::write(&path, text.replace(",0,2.0", ",0,")).unwrap();
-        let back: Vec<ResultRow> = read_csv(&path).unwrap();
+        std::fs::write(path, text.replace(",0,2.0", ",0,")).unwrap();
+        let back: Vec<ResultRow> = read_csv(path).unwrap();
         assert_eq!(back[1].scaling_factor, None);
         // a scheme or mode the crate does not know is an error naming the file
-        std::fs::write(&path, text.replace("rope,ft-yarn", "bogus,ft-yarn")).unwrap();
-        let e = read_csv::<ResultRow>(&path).unwrap_err().to_string();
+        std::fs::write(path, text.replace("rope,ft-yarn", "bogus,ft-yarn")).unwrap();
+        let e = read_csv::<ResultRow>(path).unwrap_err().to_string();
         assert!(e.contains("posenc-rows-"), "{e}");
-        std::fs::write(&path, text.replace("nonoverlap", "overlap")).unwrap();
-        assert!(read_csv::<ResultRow>(&path).is_err());
-        let _ = std::fs::remove_file(&path);
+        std::fs::write(path, text.replace("nonoverlap", "overlap")).unwrap();
+        assert!(read_csv::<ResultRow>(path).is_err());
     }
 
     #[test]

@@ -166,7 +166,6 @@ mod tests {
     use burn::module::{Module, ModuleMapper, Param};
     use burn::tensor::Tensor;
     use folder::sibling;
-    use std::path::PathBuf;
 
     fn tiny() -> ModelConfig {
         ModelConfig {
@@ -179,14 +178,6 @@ mod tests {
             max_positions: 12,
             ..ModelConfig::default()
         }
-    }
-
-    fn folder(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("posenc-checkpoint-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
     }
 
     /// A model (weights seeded by `seed`) saved as step `step`, or stopped at `stop`.
@@ -216,7 +207,8 @@ mod tests {
 
     #[test]
     fn a_save_stopped_at_any_step_leaves_the_old_or_the_new_checkpoint_whole() {
-        let root = folder("kill");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         let device = Device::flex();
         for stop in [
             SaveStep::WeightsWritten,
@@ -247,12 +239,12 @@ mod tests {
                 assert!(!sibling(&dir, suffix).exists(), "{stop:?}: .{suffix} left");
             }
         }
-        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]
     fn a_first_save_stopped_early_leaves_no_checkpoint_and_a_late_stop_a_whole_one() {
-        let root = folder("first");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         let device = Device::flex();
         for (stop, whole) in [
             (SaveStep::WeightsWritten, false),
@@ -266,12 +258,12 @@ mod tests {
                 Err(e) => assert!(!whole, "{stop:?}: {e}"),
             }
         }
-        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]
     fn weights_of_another_save_are_refused() {
-        let root = folder("mixed");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         let (a, b) = (root.join("a"), root.join("b"));
         save_model(&a, 1, 1, None).unwrap();
         save_model(&b, 2, 2, None).unwrap();
@@ -279,7 +271,6 @@ mod tests {
         let e = load_model(&a, &Device::flex()).unwrap_err();
         assert!(matches!(e, Error::Format { .. }), "{e:?}");
         assert!(e.to_string().contains("another save"), "{e}");
-        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]
@@ -290,7 +281,8 @@ mod tests {
                 p.map(|t| t.mul_scalar(f32::NAN))
             }
         }
-        let root = folder("nan");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         let dir = root.join("c");
         let good = save_model(&dir, 1, 1, None).unwrap();
         let bad = good.clone().map(&mut Poison);
@@ -317,12 +309,12 @@ mod tests {
         let e = weights_bytes(&huge, WeightDtype::F16).unwrap_err();
         assert!(e.to_string().contains("in f16"), "{e}");
         assert!(weights_bytes(&huge, WeightDtype::F32).is_ok());
-        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]
     fn unknown_keys_in_config_json_are_format_errors_naming_the_key() {
-        let root = folder("keys");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         let dir = root.join("c");
         save_model(&dir, 1, 1, None).unwrap();
         let path = dir.join(CONFIG_FILE);
@@ -337,6 +329,5 @@ mod tests {
         fs::write(&path, text.replace("\"batch\": 32", "\"batch\": 0")).unwrap();
         let e = read_info(&dir).unwrap_err().to_string();
         assert!(e.contains("invalid batch = 0"), "{e}");
-        let _ = fs::remove_dir_all(&root);
     }
 }

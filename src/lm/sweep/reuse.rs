@@ -173,8 +173,8 @@ mod tests {
 
     #[test]
     fn a_checkpoint_is_reused_only_when_everything_it_was_trained_from_is_the_same() {
-        let dir = std::env::temp_dir().join(format!("posenc-reuse-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let base_weights = dir.join(WEIGHTS_FILE);
         std::fs::write(&base_weights, b"base weights").unwrap();
         let own = dir.join("own");
@@ -196,7 +196,7 @@ mod tests {
             why_not_reusable(&config, &own, info, &model, &train, from).unwrap()
         };
         assert_eq!(why(&info, from("corpus", None)), None);
-        let leaked: &'static Path = Box::leak(dir.clone().into_boxed_path());
+        let leaked: &'static Path = Box::leak(dir.to_path_buf().into_boxed_path());
         assert_eq!(why(&info, from("corpus", Some(leaked))), None);
         assert!(why(&info, from("another corpus", None))
             .unwrap()
@@ -220,6 +220,5 @@ mod tests {
         assert!(why(&partial, from("corpus", None))
             .unwrap()
             .contains("5 of"));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
