@@ -63,8 +63,7 @@ check-cli:
 test-train: model-tests smoke-sweep
 
 model-tests:
-	$(STAGE) model-tests $(RELEASE_CARGO) test --release $(TRAIN) --lib --test train_equivalence \
-		--test train_gradients --test train_eval --test train_cli --test train_kernels -- --nocapture
+	$(STAGE) model-tests $(RELEASE_CARGO) test --release $(TRAIN) --lib --test train -- --nocapture
 
 # Every scheme trained for 3 steps (tiny model) and evaluated: the results table's shape.
 SMOKE_CSV := target/smoke/results/ppl_vs_length.csv

@@ -3,16 +3,10 @@
 //! and outputs of every head. The absolute schemes (sinusoidal, learned) are checked where the
 //! model applies them: added to the embedded input, before LayerNorm and the projections, in
 //! the model's own forward pass. The maximum absolute error per scheme is printed
-//! (`cargo test --features train --test train_equivalence -- --nocapture`).
-#![cfg(feature = "train")]
-
-mod train_common;
+//! (`cargo test --release --features train --test train equivalence -- --nocapture`).
 
 use burn::tensor::{Device, Tensor};
 use ndarray::{s, Array1, Array2};
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::StandardNormal;
-use ndarray_rand::RandomExt;
 use posenc::attention::{attention, PositionScheme};
 use posenc::encodings::alibi::Alibi;
 use posenc::encodings::deberta::{DebertaRelative, LogBuckets};
@@ -32,7 +26,9 @@ use posenc::lm::model::{
     PositionContext, Scheme,
 };
 use posenc::lm::ops::reference::attention_parts;
-use train_common::{array2, tensor2, tiny};
+
+use crate::support::model::{array2, tensor2, tiny};
+use crate::support::{normal, text};
 
 fn vec1(t: Tensor<1>) -> Vec<f32> {
     posenc::lm::model::to_vec(t)
@@ -184,10 +180,7 @@ fn check_absolute(scheme: Scheme, seed: u64) -> f32 {
     let (h, dh, l, d) = (c.heads, c.head_dim(), c.train_len, c.d_model);
     let lm = Lm::new(&c, seed, &device).unwrap();
     let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
-    let bytes: Vec<i64> = train_common::text(l, seed + 11)
-        .into_iter()
-        .map(i64::from)
-        .collect();
+    let bytes: Vec<i64> = text(l, seed + 11).into_iter().map(i64::from).collect();
     // the model: its forward pass, attention weights of the first layer, [1, H, L, L]
     let ops = Ops::new(Default::default(), &device);
     let (_, probs) = lm
@@ -266,9 +259,10 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
     let (h, dh, l) = (c.heads, c.head_dim(), c.train_len);
     let lm = Lm::new(&c, seed, &device).unwrap();
     let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
-    let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
+    // q, k, v: three [H L, dh] draws of one generator
+    let drawn = normal(3 * h * l, dh, seed);
     let qkv: Vec<Array2<f32>> = (0..3)
-        .map(|_| Array2::random_using((h * l, dh), StandardNormal, &mut rng))
+        .map(|i| drawn.slice(s![i * h * l..(i + 1) * h * l, ..]).to_owned())
         .collect();
     let to4 = |a: &Array2<f32>| tensor2(a, &device).reshape([1, h, l, dh]);
     let (q, k, v) = (to4(&qkv[0]), to4(&qkv[1]), to4(&qkv[2]));

@@ -2,20 +2,14 @@
 //! attention never looks ahead, and the relative schemes are translation invariant (with the
 //! same content at every position, the score matrix is constant along diagonals).
 
-use ndarray_rand::rand::SeedableRng;
-use ndarray_rand::rand_distr::Normal;
-use ndarray_rand::RandomExt;
 use posenc::encodings::deberta::LogBuckets;
 use posenc::encodings::sinusoidal::SinusoidalAbsolute;
 use posenc::encodings::xl::XlDirection;
 use posenc::prelude::*;
 
-const D: usize = 8;
+use crate::support::normal;
 
-fn random(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
-    let mut rng = ndarray_rand::rand::rngs::StdRng::seed_from_u64(seed);
-    Array2::random_using((rows, cols), Normal::new(0.0f32, 1.0).unwrap(), &mut rng)
-}
+const D: usize = 8;
 
 /// Every scheme, and whether its scores depend only on i - j (for equal content).
 fn schemes() -> Vec<(Box<dyn PositionScheme>, bool)> {
@@ -56,7 +50,7 @@ fn schemes() -> Vec<(Box<dyn PositionScheme>, bool)> {
 
 #[test]
 fn weights_are_distributions_and_causal_attention_never_looks_ahead() {
-    let (q, k, v) = (random(10, D, 1), random(10, D, 2), random(10, D, 3));
+    let (q, k, v) = (normal(10, D, 1), normal(10, D, 2), normal(10, D, 3));
     for (scheme, _) in schemes() {
         let out = attention(q.view(), k.view(), v.view(), scheme.as_ref(), 0, true).unwrap();
         for (i, row) in out.probs.rows().into_iter().enumerate() {
@@ -88,8 +82,8 @@ fn weights_are_distributions_and_causal_attention_never_looks_ahead() {
 fn relative_schemes_are_translation_invariant_and_absolute_ones_are_not() {
     let l = 12;
     // the same content at every position
-    let q = random(1, D, 11).broadcast((l, D)).unwrap().to_owned();
-    let k = random(1, D, 12).broadcast((l, D)).unwrap().to_owned();
+    let q = normal(1, D, 11).broadcast((l, D)).unwrap().to_owned();
+    let k = normal(1, D, 12).broadcast((l, D)).unwrap().to_owned();
     for (scheme, relative) in schemes() {
         let out = attention(q.view(), k.view(), k.view(), scheme.as_ref(), 0, false).unwrap();
         let s = &out.scores;

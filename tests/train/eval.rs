@@ -1,16 +1,14 @@
 //! Evaluation and checkpoints: the one-pass shortcut equals one pass per length for every
 //! static scheme (and is refused for dynamic NTK, where it would differ); a resumed run follows
 //! the same loss curve; f16 weights evaluate within 0.01 nats/byte of f32.
-#![cfg(feature = "train")]
-
-mod train_common;
 
 use burn::tensor::Device;
 use posenc::lm::checkpoint::WeightDtype;
 use posenc::lm::eval::{evaluate, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind};
 use posenc::lm::model::{Kernels, LayerPositions, Lm, ModelConfig, Scheme};
 use posenc::lm::train::{load_model, train, CheckpointInfo, TrainConfig, TrainRun};
-use train_common::{corpus, tiny};
+
+use crate::support::model::{array2, corpus, tiny};
 
 fn info(c: &ModelConfig) -> CheckpointInfo {
     CheckpointInfo::new(c.clone(), TrainConfig::default(), 0, WeightDtype::F32)
@@ -33,12 +31,13 @@ fn options(dir: &std::path::Path, lengths: Vec<usize>) -> EvalOptions {
 
 #[test]
 fn one_pass_equals_one_pass_per_length_for_static_schemes() {
-    let dir = corpus("onepass");
+    let tmp = corpus();
+    let dir = tmp.path();
     let device = Device::flex();
     for scheme in Scheme::ALL {
         let c = tiny(scheme);
         let lm = Lm::new(&c, 4, &device).unwrap();
-        let opts = options(&dir, vec![12, 24, 48]);
+        let opts = options(dir, vec![12, 24, 48]);
         assert!(EvalPlan::new(&c, &opts).unwrap().one_pass);
         let fast = evaluate(&lm, &info(&c), "base", &opts, &device).unwrap();
         let slow = evaluate(
@@ -67,7 +66,8 @@ fn one_pass_equals_one_pass_per_length_for_static_schemes() {
 
 #[test]
 fn dynamic_ntk_needs_a_pass_per_length() {
-    let dir = corpus("dynamic");
+    let tmp = corpus();
+    let dir = tmp.path();
     let device = Device::flex();
     let c = tiny(Scheme::Rope);
     let lm = Lm::new(&c, 4, &device).unwrap();
@@ -75,15 +75,15 @@ fn dynamic_ntk_needs_a_pass_per_length() {
         kind: ScalingKind::Dynamic,
         factor: Some(4.0),
     };
-    let mut opts = options(&dir, vec![12, 48]);
+    let mut opts = options(dir, vec![12, 48]);
     opts.scaling = Some(dynamic);
     assert!(!EvalPlan::new(&c, &opts).unwrap().one_pass);
     let per_length = evaluate(&lm, &info(&c), "dynamic", &opts, &device).unwrap();
     // the prefix of the 48-long pass, scored at 12, is not what a 12-long pass gives
-    let mut prefix = options(&dir, vec![12]);
+    let mut prefix = options(dir, vec![12]);
     prefix.scaling = Some(dynamic);
     prefix.per_position = Some(dir.join("pp.csv"));
-    let mut long = options(&dir, vec![48]);
+    let mut long = options(dir, vec![48]);
     long.scaling = Some(dynamic);
     long.per_position = Some(dir.join("pp48.csv"));
     evaluate(&lm, &info(&c), "dynamic", &long, &device).unwrap();
@@ -100,7 +100,7 @@ fn dynamic_ntk_needs_a_pass_per_length() {
     println!("dynamic NTK: a 12-long prefix of the 48-long pass differs by {gap:.2e} nats/byte");
     assert!(gap > 1e-5, "{gap}");
     // static scalings keep the shortcut
-    let mut fixed = options(&dir, vec![12, 48]);
+    let mut fixed = options(dir, vec![12, 48]);
     fixed.scaling = Some(InferenceScaling {
         kind: ScalingKind::Yarn,
         factor: Some(4.0),
@@ -146,11 +146,12 @@ fn run(
 
 #[test]
 fn resume_follows_the_same_loss_curve() {
-    let dir = corpus("resume");
-    let (_, straight) = train(&run(&dir, "a", false, None, WeightDtype::F32)).unwrap();
-    let (half, _) = train(&run(&dir, "b", false, Some(3), WeightDtype::F32)).unwrap();
+    let tmp = corpus();
+    let dir = tmp.path();
+    let (_, straight) = train(&run(dir, "a", false, None, WeightDtype::F32)).unwrap();
+    let (half, _) = train(&run(dir, "b", false, Some(3), WeightDtype::F32)).unwrap();
     assert_eq!(half.step, 3);
-    let (done, resumed) = train(&run(&dir, "b", true, None, WeightDtype::F32)).unwrap();
+    let (done, resumed) = train(&run(dir, "b", true, None, WeightDtype::F32)).unwrap();
     assert_eq!(done.step, 6);
     assert_eq!(straight.losses.len(), 6);
     for (a, b) in straight.losses.iter().zip(&resumed.losses) {
@@ -165,11 +166,12 @@ fn resume_follows_the_same_loss_curve() {
 
 #[test]
 fn f16_checkpoints_evaluate_like_f32() {
-    let dir = corpus("f16");
-    train(&run(&dir, "f32", false, None, WeightDtype::F32)).unwrap();
-    train(&run(&dir, "f16", false, None, WeightDtype::F16)).unwrap();
+    let tmp = corpus();
+    let dir = tmp.path();
+    train(&run(dir, "f32", false, None, WeightDtype::F32)).unwrap();
+    train(&run(dir, "f16", false, None, WeightDtype::F16)).unwrap();
     let device = Device::flex();
-    let opts = options(&dir, vec![12, 48]);
+    let opts = options(dir, vec![12, 48]);
     let (m32, i32_) = load_model(&dir.join("f32"), &device).unwrap();
     let (m16, i16_) = load_model(&dir.join("f16"), &device).unwrap();
     let a = evaluate(&m32, &i32_, "base", &opts, &device).unwrap();
@@ -194,7 +196,7 @@ fn exported_t5_bias_is_the_table_at_each_bucket() {
     let LayerPositions::T5(p) = &lm.blocks[0].attn.positions else {
         panic!("T5 parameters expected")
     };
-    let table = train_common::array2(p.table.val());
+    let table = array2(p.table.val());
     let buckets =
         posenc::encodings::t5::T5Buckets::new(c.t5_num_buckets, c.t5_max_distance, false).unwrap();
     for r in &rows {
@@ -219,7 +221,8 @@ fn exported_t5_bias_is_the_table_at_each_bucket() {
 
 #[test]
 fn pooled_attention_rows_sum_to_one_and_respect_causality() {
-    let dir = corpus("attention");
+    let tmp = corpus();
+    let dir = tmp.path();
     let device = Device::flex();
     for scheme in [Scheme::Rope, Scheme::Alibi, Scheme::Nope] {
         let c = tiny(scheme);
@@ -230,7 +233,7 @@ fn pooled_attention_rows_sum_to_one_and_respect_causality() {
             windows: 2,
             offset: 10,
             split: "valid".into(),
-            corpus: dir.clone(),
+            corpus: dir.to_path_buf(),
         };
         let cells = posenc::lm::export::attention_map(&lm, &info(&c), &opts, &device).unwrap();
         let nb = 6;

@@ -1,91 +1,14 @@
 //! Autodiff against finite differences for every scheme's trainable position parameters
 //! (and the query projection, through which rotations and absolute tables act), and causal
 //! masking: changing a byte never changes the loss at an earlier position.
-#![cfg(feature = "train")]
 
-mod train_common;
-
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::tensor::{Device, Tensor, TensorData};
-use posenc::lm::checkpoint::ParamPath;
+use burn::tensor::Device;
 use posenc::lm::model::{
     int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
 };
-use train_common::{text, tiny};
 
-/// Adds `eps` to entry `index` of the parameter named `target`.
-struct Nudge<'a> {
-    path: ParamPath,
-    target: &'a str,
-    index: usize,
-    eps: f32,
-}
-
-impl ModuleMapper for Nudge<'_> {
-    fn enter_module(&mut self, name: &str, container: &str) {
-        self.path.enter(name, container);
-    }
-    fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.exit();
-    }
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        if self.path.name() != self.target {
-            return param;
-        }
-        let (index, eps) = (self.index, self.eps);
-        param.map(|t| {
-            let shape = t.dims();
-            let device = t.device();
-            let mut values = to_vec(t);
-            values[index] += eps;
-            Tensor::from_data(TensorData::new(values, shape.to_vec()), &device)
-        })
-    }
-}
-
-/// Names and sizes of the float parameters.
-#[derive(Default)]
-struct Names {
-    path: ParamPath,
-    found: Vec<(String, usize)>,
-}
-
-impl ModuleVisitor for Names {
-    fn enter_module(&mut self, name: &str, container: &str) {
-        self.path.enter(name, container);
-    }
-    fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.exit();
-    }
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        self.found
-            .push((self.path.name(), param.val().dims().iter().product()));
-    }
-}
-
-/// Gradient of the named parameter, flattened.
-#[derive(Default)]
-struct Grab<'a> {
-    path: ParamPath,
-    target: &'a str,
-    grads: Option<&'a burn::tensor::Gradients>,
-    out: Vec<f32>,
-}
-
-impl ModuleVisitor for Grab<'_> {
-    fn enter_module(&mut self, name: &str, container: &str) {
-        self.path.enter(name, container);
-    }
-    fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.exit();
-    }
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        if self.path.name() == self.target {
-            let g = param.val().grad(self.grads.unwrap()).expect("a gradient");
-            self.out = to_vec(g);
-        }
-    }
-}
+use crate::support::model::{map_param, params, tiny};
+use crate::support::text;
 
 fn batch(c: &ModelConfig) -> (Vec<i64>, Vec<i64>) {
     let t = text(4 * c.train_len + 8, 5);
@@ -150,8 +73,7 @@ fn position_parameter_gradients_match_finite_differences() {
         let c = tiny(scheme);
         let lm = Lm::new(&c, 11, &device).unwrap();
         let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &device).unwrap();
-        let mut names = Names::default();
-        lm.visit(&mut names);
+        let names = params(&lm, None);
         let (x, y) = batch(&c);
         let shape = [2, c.train_len];
         let grads = lm
@@ -164,22 +86,21 @@ fn position_parameter_gradients_match_finite_differences() {
             )
             .unwrap()
             .backward();
+        let with_grads = params(&lm, Some(&grads));
         let mut targets: Vec<&str> = position_params(scheme).to_vec();
         targets.push("blocks.0.attn.query.weight");
         let mut worst = 0.0f64;
         for target in targets {
             let size = names
-                .found
                 .iter()
-                .find(|(n, _)| n == target)
-                .unwrap_or_else(|| panic!("{scheme}: no parameter {target} in {:?}", names.found))
-                .1;
-            let mut grab = Grab {
-                target,
-                grads: Some(&grads),
-                ..Default::default()
-            };
-            lm.visit(&mut grab);
+                .find(|p| p.name == target)
+                .unwrap_or_else(|| panic!("{scheme}: no parameter {target} in {names:?}"))
+                .len;
+            let grad = with_grads
+                .iter()
+                .find(|p| p.name == target)
+                .and_then(|p| p.grad.as_ref())
+                .expect("a gradient");
             // a few entries spread over the tensor
             for index in (0..size).step_by((size / 5).max(1)).take(6) {
                 // Kerple's r2 starts at the ALiBi slopes (0.0039 for the second of 2 heads) and is
@@ -189,21 +110,11 @@ fn position_parameter_gradients_match_finite_differences() {
                 } else {
                     1e-2f32
                 };
-                let plus = lm.clone().map(&mut Nudge {
-                    path: ParamPath::default(),
-                    target,
-                    index,
-                    eps,
-                });
-                let minus = lm.clone().map(&mut Nudge {
-                    path: ParamPath::default(),
-                    target,
-                    index,
-                    eps: -eps,
-                });
+                let plus = map_param(lm.clone(), target, |v| v[index] += eps);
+                let minus = map_param(lm.clone(), target, |v| v[index] -= eps);
                 let fd = (loss(&plus, &c, &ctx, &device) - loss(&minus, &c, &ctx, &device))
                     / (2.0 * f64::from(eps));
-                let ad = f64::from(grab.out[index]);
+                let ad = f64::from(grad[index]);
                 let err = (fd - ad).abs();
                 assert!(
                     err <= 2e-3 + 0.05 * ad.abs().max(fd.abs()),

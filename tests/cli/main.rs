@@ -1,18 +1,16 @@
-//! The `posenc` binary: outputs against the golden fixtures, and one-line errors with a
-//! non-zero exit status for bad input.
+//! The `posenc` binary (feature `cli`): outputs against the golden fixtures, and one-line
+//! errors with a non-zero exit status for bad input.
+
+#[path = "../support/mod.rs"]
+pub mod support;
 
 use std::io::Read;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-fn posenc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_posenc"))
-        .args(args)
-        .output()
-        .expect("run posenc")
-}
+use support::cli::{command, posenc};
+use support::fixture;
 
 fn json_stdout(args: &[&str]) -> Value {
     let out = posenc(args);
@@ -22,11 +20,6 @@ fn json_stdout(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
-
-fn fixture(name: &str) -> Value {
-    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 #[test]
@@ -203,7 +196,7 @@ fn csv_output_has_a_header_and_one_row_per_position() {
 /// Fails unless `posenc args` fails within 20 s with one line on stderr, starting with
 /// `error: ` and containing `needle`, and nothing on stdout.
 fn fails_with_one_line(args: &[&str], needle: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_posenc"))
+    let mut child = command()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -378,7 +371,7 @@ fn argument_errors_keep_the_suggestions_of_the_parser() {
 #[test]
 fn a_closed_pipe_ends_the_output_quietly() {
     // the reader takes 1000 bytes of several megabytes and closes the pipe (`| head -c 1000`)
-    let mut child = Command::new(env!("CARGO_BIN_EXE_posenc"))
+    let mut child = command()
         .args(["dump", "sinusoidal", "--positions", "100000", "--dim", "64"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

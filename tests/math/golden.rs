@@ -8,11 +8,7 @@ use posenc::encodings::xl::rel_shift;
 use posenc::prelude::*;
 use serde_json::Value;
 
-fn fixture(name: &str) -> Value {
-    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+use crate::support::fixture;
 
 fn ints(v: &Value) -> Vec<i64> {
     v.as_array()

@@ -1,0 +1,347 @@
+//! `posenc eval` and `posenc export` on a checkpoint that `posenc train` wrote: end to end,
+//! their inputs and outputs checked before work, and a closed pipe.
+
+use std::process::Stdio;
+
+use super::{fails_with, succeeded, train_tiny};
+use crate::support::cli::{command, posenc};
+use crate::support::model::corpus;
+
+#[test]
+fn train_eval_and_export_end_to_end() {
+    let tmp = corpus();
+    let corpus = tmp.path();
+    let (corpus_arg, out) = (corpus.to_str().unwrap(), corpus.join("t5"));
+    let out_arg = out.to_str().unwrap();
+    let trained = train_tiny(
+        corpus,
+        &["--scheme", "t5", "--steps", "3", "--out", out_arg],
+    );
+    succeeded(&trained);
+    assert!(String::from_utf8_lossy(&trained.stdout).contains("step 3/3"));
+    for file in [
+        "config.json",
+        "model.safetensors",
+        "state.json",
+        "optimizer.bpk",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    let csv = corpus.join("eval.csv");
+    let evaluated = posenc(&[
+        "eval",
+        "--checkpoint",
+        out_arg,
+        "--lengths",
+        "16,64",
+        "--max-bytes",
+        "1000",
+        "--corpus",
+        corpus_arg,
+        "--csv",
+        csv.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        evaluated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&evaluated.stderr)
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("scheme,variant,train_len,eval_len,mode,nats_per_byte,std_error"));
+    assert_eq!(text.lines().count(), 3);
+    let bias = posenc(&[
+        "export",
+        "t5-bias",
+        "--checkpoint",
+        out_arg,
+        "--min",
+        "-5",
+        "--max",
+        "0",
+    ]);
+    let bias = String::from_utf8_lossy(&bias.stdout);
+    // header + 1 layer x 2 heads x 6 relative positions
+    assert_eq!(bias.lines().count(), 13, "{bias}");
+    let maps = posenc(&[
+        "export",
+        "attention",
+        "--checkpoint",
+        out_arg,
+        "--length",
+        "32",
+        "--pool",
+        "8",
+        "--windows",
+        "1",
+        "--corpus",
+        corpus_arg,
+    ]);
+    // header + 1 layer x 2 heads x 4 x 4 blocks
+    assert_eq!(String::from_utf8_lossy(&maps.stdout).lines().count(), 33);
+
+    // errors: one line, non-zero
+    let bogus = posenc(&["train", "--scheme", "bogus", "--out", out_arg]);
+    assert!(String::from_utf8_lossy(&bogus.stderr).contains("possible values: nope, sinusoidal"));
+    fails_with(
+        &[
+            "train",
+            "--scheme",
+            "rope",
+            "--d-model",
+            "10",
+            "--heads",
+            "4",
+            "--out",
+            out_arg,
+        ],
+        "d_model",
+    );
+    fails_with(
+        &["eval", "--checkpoint", "/nonexistent/checkpoint"],
+        "/nonexistent/checkpoint",
+    );
+    fails_with(
+        &[
+            "eval",
+            "--checkpoint",
+            out_arg,
+            "--scaling",
+            "yarn",
+            "--corpus",
+            corpus_arg,
+        ],
+        "only for RoPE",
+    );
+    let bogus = posenc(&["eval", "--checkpoint", out_arg, "--scaling", "bogus"]);
+    assert!(String::from_utf8_lossy(&bogus.stderr)
+        .contains("possible values: linear, ntk, dynamic, yarn, llama3"));
+    fails_with(
+        &[
+            "export",
+            "attention",
+            "--checkpoint",
+            out_arg,
+            "--length",
+            "32",
+            "--pool",
+            "5",
+            "--corpus",
+            corpus_arg,
+        ],
+        "--pool",
+    );
+    fails_with(&["sweep", "--jobs", "0"], "--jobs");
+    fails_with(
+        &["sweep", "--config", "/nonexistent.json"],
+        "/nonexistent.json",
+    );
+}
+
+#[test]
+fn eval_and_export_check_their_inputs_and_outputs_before_work() {
+    let tmp = corpus();
+    let corpus = tmp.path();
+    let out = corpus.join("t5");
+    let (corpus_arg, out_arg) = (corpus.to_str().unwrap(), out.to_str().unwrap());
+    succeeded(&train_tiny(
+        corpus,
+        &["--scheme", "t5", "--steps", "1", "--out", out_arg],
+    ));
+    let unwritable = corpus.join("train.txt").join("out.csv");
+    let unwritable = unwritable.to_str().unwrap();
+    for (args, needle) in [
+        (
+            &[
+                "eval",
+                "--checkpoint",
+                out_arg,
+                "--lengths",
+                "200000",
+                "--max-bytes",
+                "0",
+            ][..],
+            "invalid lengths = 200000: allowed is one or more lengths, each from 1 to 16384",
+        ),
+        (
+            &["eval", "--checkpoint", out_arg, "--lengths", "0"],
+            "invalid lengths = 0",
+        ),
+        (
+            &["eval", "--checkpoint", out_arg, "--csv", unwritable],
+            "train.txt",
+        ),
+        (
+            &[
+                "eval",
+                "--checkpoint",
+                out_arg,
+                "--per-position",
+                unwritable,
+            ],
+            "train.txt",
+        ),
+        (
+            &[
+                "export",
+                "t5-bias",
+                "--checkpoint",
+                out_arg,
+                "--min=-100000000000",
+            ],
+            "at most 10000000 rows",
+        ),
+        (
+            &[
+                "export",
+                "t5-bias",
+                "--checkpoint",
+                out_arg,
+                "--out",
+                unwritable,
+            ],
+            "train.txt",
+        ),
+        (
+            &[
+                "export",
+                "attention",
+                "--checkpoint",
+                out_arg,
+                "--length",
+                "32",
+                "--pool",
+                "8",
+                "--offset",
+                "18446744073709551615",
+                "--corpus",
+                corpus_arg,
+            ],
+            "invalid --offset = 18446744073709551615",
+        ),
+        (
+            &[
+                "export",
+                "attention",
+                "--checkpoint",
+                out_arg,
+                "--length",
+                "1000000",
+            ],
+            "invalid --length = 1000000: allowed is 1 to 16384",
+        ),
+    ] {
+        fails_with(args, needle);
+    }
+    // -1e11 is not an integer: the parser says so
+    let float = posenc(&["export", "t5-bias", "--checkpoint", out_arg, "--min=-1e11"]);
+    assert_eq!(float.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&float.stderr).contains("invalid value '-1e11'"));
+    // a checkpoint whose config.json has a mistyped key is refused, naming the key
+    let bad = corpus.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    for f in ["model.safetensors", "state.json"] {
+        std::fs::copy(out.join(f), bad.join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(out.join("config.json")).unwrap();
+    std::fs::write(
+        bad.join("config.json"),
+        text.replace("\"rope_scaling\"", "\"rope_scalin\""),
+    )
+    .unwrap();
+    fails_with(
+        &[
+            "eval",
+            "--checkpoint",
+            bad.to_str().unwrap(),
+            "--corpus",
+            corpus_arg,
+        ],
+        "unknown field `rope_scalin`",
+    );
+    // eval writes no file unless asked: the checkpoint folder stays as it was
+    succeeded(&posenc(&[
+        "eval",
+        "--checkpoint",
+        out_arg,
+        "--lengths",
+        "16",
+        "--max-bytes",
+        "100",
+        "--quiet",
+        "--corpus",
+        corpus_arg,
+    ]));
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "config.json",
+            "model.safetensors",
+            "optimizer.bpk",
+            "state.json"
+        ]
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_eval_and_export_quietly() {
+    let tmp = corpus();
+    let corpus = tmp.path();
+    let out = corpus.join("t5");
+    let (corpus_arg, out_arg) = (corpus.to_str().unwrap(), out.to_str().unwrap());
+    succeeded(&train_tiny(
+        corpus,
+        &["--scheme", "t5", "--steps", "1", "--out", out_arg],
+    ));
+    for args in [
+        &[
+            "eval",
+            "--checkpoint",
+            out_arg,
+            "--lengths",
+            "16,32",
+            "--max-bytes",
+            "200",
+            "--quiet",
+            "--corpus",
+            corpus_arg,
+        ][..],
+        &["export", "t5-bias", "--checkpoint", out_arg],
+        &[
+            "export",
+            "attention",
+            "--checkpoint",
+            out_arg,
+            "--length",
+            "32",
+            "--pool",
+            "8",
+            "--windows",
+            "1",
+            "--corpus",
+            corpus_arg,
+        ],
+    ] {
+        let mut child = command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // the reader is gone before the first byte (`| true`)
+        drop(child.stdout.take());
+        let done = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert!(
+            done.status.success(),
+            "{args:?}: {:?} {stderr}",
+            done.status
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
