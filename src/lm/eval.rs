@@ -7,7 +7,7 @@
 //! frequencies depend on the sequence length, and per-length scaling factors), the loss at
 //! position $p < L$ of the long window equals the loss at $p$ of a window of length $L$, so
 //! one forward pass at $L_{max}$ gives every length. Otherwise the code runs one pass per
-//! length ([`EvalPlan::one_pass`] decides; `tests/train_eval.rs` proves both agree for
+//! length ([`EvalPlan::one_pass`] decides; `tests/train/eval.rs` proves both agree for
 //! static schemes).
 //!
 //! **sliding**: for each $L$, windows of length $L$ every $L/2$ bytes; each window scores its

@@ -10,7 +10,7 @@
 //! [`crate::encodings`] as data ([`PositionContext`]); trainable position parameters live in
 //! the model ([`LayerPositions`], [`Lm::positions`]); each scheme's trained form
 //! ([`schemes`]) combines the two into the [`ScoreTerms`] that [`Ops::attention`] applies, which
-//! `tests/train_equivalence.rs` checks against the reference [`crate::attention::attention`].
+//! `tests/train/equivalence.rs` checks against the reference [`crate::attention::attention`].
 
 pub mod context;
 pub(crate) mod init;
