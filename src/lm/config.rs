@@ -208,6 +208,30 @@ impl Default for ModelConfig {
 }
 
 impl ModelConfig {
+    /// A tiny model of `scheme` for tests and examples: 1 layer, width 16, 2 heads of 8,
+    /// feed-forward 32, training length 12, and position hyper-parameters that fit that
+    /// length (Shaw's clip 3, 8 T5 buckets to distance 10, DeBERTa's 6 buckets to 10, FIRE's
+    /// 4 hidden units and threshold 12).
+    pub fn tiny(scheme: Scheme) -> Self {
+        Self {
+            scheme,
+            layers: 1,
+            d_model: 16,
+            heads: 2,
+            d_ff: 32,
+            train_len: 12,
+            max_positions: 12,
+            shaw_max_relative: 3,
+            t5_num_buckets: 8,
+            t5_max_distance: 10,
+            deberta_bucket_size: 6,
+            deberta_max_position: 10,
+            fire_hidden: 4,
+            fire_threshold: 12.0,
+            ..Self::default()
+        }
+    }
+
     /// Head width $d / H$.
     pub fn head_dim(&self) -> usize {
         self.d_model / self.heads.max(1)

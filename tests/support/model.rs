@@ -5,29 +5,8 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Device, Gradients, Tensor, TensorData};
 use ndarray::Array2;
 use posenc::lm::checkpoint::ParamPath;
-use posenc::lm::model::{to_vec, ModelConfig, Scheme};
+use posenc::lm::model::to_vec;
 use tempfile::TempDir;
-
-/// A tiny model of `scheme`: 1 layer, width 16, 2 heads of 8, training length 12.
-pub fn tiny(scheme: Scheme) -> ModelConfig {
-    ModelConfig {
-        scheme,
-        layers: 1,
-        d_model: 16,
-        heads: 2,
-        d_ff: 32,
-        train_len: 12,
-        max_positions: 12,
-        shaw_max_relative: 3,
-        t5_num_buckets: 8,
-        t5_max_distance: 10,
-        deberta_bucket_size: 6,
-        deberta_max_position: 10,
-        fire_hidden: 4,
-        fire_threshold: 12.0,
-        ..ModelConfig::default()
-    }
-}
 
 /// A temporary corpus folder with the three splits of [`super::text`] (20,000, 3,000 and
 /// 3,000 bytes), removed when dropped.

@@ -27,7 +27,7 @@ use posenc::lm::model::{
 };
 use posenc::lm::ops::reference::attention_parts;
 
-use crate::support::model::{array2, tensor2, tiny};
+use crate::support::model::{array2, tensor2};
 use crate::support::{normal, text};
 
 fn vec1(t: Tensor<1>) -> Vec<f32> {
@@ -176,7 +176,7 @@ fn linear(x: &Array2<f32>, lin: &burn::nn::Linear) -> Array2<f32> {
 /// the table anywhere else (to q and k after the projections, or not at all) fails.
 fn check_absolute(scheme: Scheme, seed: u64) -> f32 {
     let device = Device::flex();
-    let c = tiny(scheme);
+    let c = ModelConfig::tiny(scheme);
     let (h, dh, l, d) = (c.heads, c.head_dim(), c.train_len, c.d_model);
     let lm = Lm::new(&c, seed, &device).unwrap();
     let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
@@ -255,7 +255,7 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
         return check_absolute(scheme, seed);
     }
     let device = Device::flex();
-    let c = tiny(scheme);
+    let c = ModelConfig::tiny(scheme);
     let (h, dh, l) = (c.heads, c.head_dim(), c.train_len);
     let lm = Lm::new(&c, seed, &device).unwrap();
     let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();

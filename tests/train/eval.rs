@@ -8,7 +8,7 @@ use posenc::lm::eval::{evaluate, EvalOptions, EvalPlan, InferenceScaling, Mode, 
 use posenc::lm::model::{Kernels, LayerPositions, Lm, ModelConfig, Scheme};
 use posenc::lm::train::{load_model, train, CheckpointInfo, TrainConfig, TrainRun};
 
-use crate::support::model::{array2, corpus, tiny};
+use crate::support::model::{array2, corpus};
 
 fn info(c: &ModelConfig) -> CheckpointInfo {
     CheckpointInfo::new(c.clone(), TrainConfig::default(), 0, WeightDtype::F32)
@@ -35,7 +35,7 @@ fn one_pass_equals_one_pass_per_length_for_static_schemes() {
     let dir = tmp.path();
     let device = Device::flex();
     for scheme in Scheme::ALL {
-        let c = tiny(scheme);
+        let c = ModelConfig::tiny(scheme);
         let lm = Lm::new(&c, 4, &device).unwrap();
         let opts = options(dir, vec![12, 24, 48]);
         assert!(EvalPlan::new(&c, &opts).unwrap().one_pass);
@@ -69,7 +69,7 @@ fn dynamic_ntk_needs_a_pass_per_length() {
     let tmp = corpus();
     let dir = tmp.path();
     let device = Device::flex();
-    let c = tiny(Scheme::Rope);
+    let c = ModelConfig::tiny(Scheme::Rope);
     let lm = Lm::new(&c, 4, &device).unwrap();
     let dynamic = InferenceScaling {
         kind: ScalingKind::Dynamic,
@@ -122,7 +122,7 @@ fn run(
     dtype: WeightDtype,
 ) -> TrainRun {
     TrainRun {
-        model: tiny(Scheme::T5),
+        model: ModelConfig::tiny(Scheme::T5),
         train: TrainConfig {
             batch: 4,
             steps: 6,
@@ -180,7 +180,7 @@ fn f16_checkpoints_evaluate_like_f32() {
         assert!((x.nats_per_byte - y.nats_per_byte).abs() < 0.01);
     }
     // a checkpoint of another scheme is refused with a clear message
-    let other = Lm::new(&tiny(Scheme::Alibi), 0, &device).unwrap();
+    let other = Lm::new(&ModelConfig::tiny(Scheme::Alibi), 0, &device).unwrap();
     let e = posenc::lm::checkpoint::load_weights(other, &dir.join("f32/model.safetensors"), None)
         .unwrap_err();
     assert!(e.to_string().contains("tensors"), "{e}");
@@ -189,7 +189,7 @@ fn f16_checkpoints_evaluate_like_f32() {
 #[test]
 fn exported_t5_bias_is_the_table_at_each_bucket() {
     let device = Device::flex();
-    let c = tiny(Scheme::T5);
+    let c = ModelConfig::tiny(Scheme::T5);
     let lm = Lm::new(&c, 3, &device).unwrap();
     let rows = posenc::lm::export::t5_bias(&lm, &info(&c), -40, 0).unwrap();
     assert_eq!(rows.len(), c.layers * c.heads * 41);
@@ -211,7 +211,7 @@ fn exported_t5_bias_is_the_table_at_each_bucket() {
         .collect();
     assert!(far.windows(2).all(|w| w[0] == w[1]));
     // other schemes, and an empty range, are refused
-    let alibi = tiny(Scheme::Alibi);
+    let alibi = ModelConfig::tiny(Scheme::Alibi);
     let e =
         posenc::lm::export::t5_bias(&Lm::new(&alibi, 3, &device).unwrap(), &info(&alibi), -4, 0)
             .unwrap_err();
@@ -225,7 +225,7 @@ fn pooled_attention_rows_sum_to_one_and_respect_causality() {
     let dir = tmp.path();
     let device = Device::flex();
     for scheme in [Scheme::Rope, Scheme::Alibi, Scheme::Nope] {
-        let c = tiny(scheme);
+        let c = ModelConfig::tiny(scheme);
         let lm = Lm::new(&c, 5, &device).unwrap();
         let opts = posenc::lm::export::AttentionOptions {
             length: 48,

@@ -7,7 +7,7 @@ use posenc::lm::model::{
     int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
 };
 
-use crate::support::model::{map_param, params, tiny};
+use crate::support::model::{map_param, params};
 use crate::support::text;
 
 fn batch(c: &ModelConfig) -> (Vec<i64>, Vec<i64>) {
@@ -70,7 +70,7 @@ fn position_parameter_gradients_match_finite_differences() {
     let device = Device::flex().autodiff();
     let mut report = Vec::new();
     for scheme in Scheme::ALL {
-        let c = tiny(scheme);
+        let c = ModelConfig::tiny(scheme);
         let lm = Lm::new(&c, 11, &device).unwrap();
         let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &device).unwrap();
         let names = params(&lm, None);
@@ -135,7 +135,7 @@ fn position_parameter_gradients_match_finite_differences() {
 fn changing_a_byte_never_changes_an_earlier_loss() {
     let device = Device::flex();
     for scheme in Scheme::ALL {
-        let c = tiny(scheme);
+        let c = ModelConfig::tiny(scheme);
         let lm = Lm::new(&c, 3, &device).unwrap();
         let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &device).unwrap();
         let l = c.train_len;

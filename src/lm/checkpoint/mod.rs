@@ -167,27 +167,15 @@ mod tests {
     use burn::tensor::Tensor;
     use folder::sibling;
 
-    fn tiny() -> ModelConfig {
-        ModelConfig {
-            scheme: Scheme::Alibi,
-            layers: 1,
-            d_model: 16,
-            heads: 2,
-            d_ff: 32,
-            train_len: 12,
-            max_positions: 12,
-            ..ModelConfig::default()
-        }
-    }
-
     /// A model (weights seeded by `seed`) saved as step `step`, or stopped at `stop`.
     fn save_model(dir: &Path, seed: u64, step: usize, stop: Option<SaveStep>) -> Result<Lm> {
-        let model = Lm::new(&tiny(), seed, &Device::flex()).unwrap();
+        let model = Lm::new(&ModelConfig::tiny(Scheme::Alibi), seed, &Device::flex()).unwrap();
         let train = TrainConfig {
             steps: 10,
             ..TrainConfig::default()
         };
-        let mut info = CheckpointInfo::new(tiny(), train, 0, WeightDtype::F32);
+        let mut info =
+            CheckpointInfo::new(ModelConfig::tiny(Scheme::Alibi), train, 0, WeightDtype::F32);
         info.step = step;
         let optim = burn::optim::AdamWConfig::new().init();
         save_until(
@@ -220,7 +208,7 @@ mod tests {
             let old = save_model(&dir, 1, 1, None).unwrap();
             let err = save_model(&dir, 2, 2, Some(stop)).map(|_| ()).unwrap_err();
             assert!(err.to_string().contains("stopped"), "{err}");
-            let new = Lm::new(&tiny(), 2, &device).unwrap();
+            let new = Lm::new(&ModelConfig::tiny(Scheme::Alibi), 2, &device).unwrap();
             // a reader recovers a whole checkpoint: weights and config.json of one save
             let (loaded, info) = load_model(&dir, &device).unwrap();
             let expected = match info.step {

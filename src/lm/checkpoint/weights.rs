@@ -329,21 +329,7 @@ mod tests {
         assert_eq!(model.name(), "positions.learned");
         // and on a real model: the names of every parameter are those of the first format
         let device = Device::flex();
-        let tupe = Lm::new(
-            &ModelConfig {
-                scheme: Scheme::Tupe,
-                layers: 1,
-                d_model: 16,
-                heads: 2,
-                d_ff: 32,
-                train_len: 12,
-                max_positions: 12,
-                ..ModelConfig::default()
-            },
-            0,
-            &device,
-        )
-        .unwrap();
+        let tupe = Lm::new(&ModelConfig::tiny(Scheme::Tupe), 0, &device).unwrap();
         let (_, ids) = weights_bytes(&tupe, WeightDtype::F32).unwrap();
         for name in [
             "positions.tupe",

@@ -7,7 +7,7 @@ use posenc::lm::model::{ModelConfig, Scheme};
 use posenc::lm::ops::Kernels;
 use posenc::lm::train::{train, TrainConfig, TrainRun};
 
-use crate::support::model::{corpus, tiny};
+use crate::support::model::corpus;
 use crate::support::temp_dir;
 
 /// 20 steps of `c` with the given kernels on `corpus`: the loss of every step.
@@ -47,7 +47,7 @@ fn every_scheme_trains_along_the_same_loss_curve_on_both_paths() {
             train_len: 40,
             max_positions: 40,
             fire_threshold: 40.0,
-            ..tiny(scheme)
+            ..ModelConfig::tiny(scheme)
         };
         let fused = losses(&c, Kernels::Fused, corpus.path());
         let reference = losses(&c, Kernels::Reference, corpus.path());
