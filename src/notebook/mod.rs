@@ -19,7 +19,8 @@
 //!   only?), [`PositionMap`] and [`position_maps`] (which distance each scheme treats a distance
 //!   as, with the trained region shaded), [`weights_by_distance`], [`mass_window`] and
 //!   [`constant_from`] (one query's attention over 8k keys when content is silent), and the
-//!   tables [`sign_conventions`] and [`scheme_summary`];
+//!   tables [`sign_conventions`] and [`scheme_summary`]; [`bucket_ranges`], which relative
+//!   positions share each T5 bucket;
 //! - **checks**: [`check`] stops a cell on a false claim, [`try_check`] returns it as a
 //!   `Result`, [`check_that`] stops it on a false inequality or property (with the numbers
 //!   behind it), [`max_err`] measures the largest difference of two arrays, [`randn`] makes
@@ -56,6 +57,7 @@ pub mod prelude {
 }
 
 mod binary;
+mod buckets;
 mod check;
 mod display;
 mod figures;
@@ -73,6 +75,7 @@ pub use ::polars_io;
 pub use ::serde_json;
 
 pub use binary::{posenc_binary, run_posenc};
+pub use buckets::bucket_ranges;
 pub use check::{check, check_that, max_err, randn, try_check, CheckFailed};
 pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,
