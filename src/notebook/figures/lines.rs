@@ -645,6 +645,26 @@ mod tests {
     }
 
     #[test]
+    fn a_region_is_shaded_under_the_lines_as_high_as_they_reach() {
+        let fig = lines(&[1.0, 10.0, 100.0], &[("a", vec![0.5, 2.0, 8.0])])
+            .region(1.0, 10.0, "trained")
+            .log_x()
+            .figure()
+            .unwrap();
+        let fig = json(&fig);
+        let region = &fig["data"][0];
+        assert_eq!(region["name"], "trained");
+        assert_eq!(region["fill"], "toself");
+        assert_eq!(region["x"][1], 10.0);
+        assert_eq!((region["y"][0].as_f64(), region["y"][2].as_f64()), (Some(0.5), Some(8.0)));
+        assert_eq!(fig["data"][1]["name"], "a");
+        let base = || lines(&[1.0, 2.0], &[("a", vec![2.0, 3.0])]);
+        assert!(base().region(2.0, 1.0, "inverted").figure().is_err());
+        assert!(base().region(0.0, 1.0, "at 0").log_x().figure().is_err());
+        assert!(base().region(f64::NAN, 1.0, "nan").figure().is_err());
+    }
+
+    #[test]
     fn lines_xy_keeps_each_series_x() {
         let series = vec![
             ("a".to_string(), vec![1.0, 2.0], vec![3.0, 4.0]),
