@@ -20,12 +20,14 @@
 //!   as, with the trained region shaded), [`weights_by_distance`], [`mass_window`] and
 //!   [`constant_from`] (one query's attention over 8k keys when content is silent), and the
 //!   tables [`sign_conventions`] and [`scheme_summary`]; [`bucket_ranges`], which relative
-//!   positions share each T5 bucket;
+//!   positions share each T5 bucket; [`wavelengths`], RoPE's wavelength spectrum against the
+//!   training and target lengths;
 //! - **checks**: [`check`] stops a cell on a false claim, [`try_check`] returns it as a
 //!   `Result`, [`check_that`] stops it on a false inequality or property (with the numbers
 //!   behind it), [`max_err`] measures the largest difference of two arrays, [`randn`] makes
 //!   seeded random inputs; [`golden_array`] and [`golden_number`] read the golden files of
-//!   `tests/golden/`;
+//!   `tests/golden/`, [`rope_golden_distance`] measures RoPE frequencies against one of its
+//!   cases in ulps ([`max_ulps`]);
 //! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
 //!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
 //!   ends in a `Figure` or a `DataFrame` displays it the same way;
@@ -66,6 +68,7 @@ mod relative;
 pub mod results;
 mod schemes;
 mod table;
+mod wavelengths;
 
 pub use ::ndarray;
 pub use ::ndarray_rand;
@@ -85,10 +88,11 @@ pub use figures::{
     heatmap, lines, lines_df, lines_with_bands, lines_xy, panels, BandSeries, Heatmap, Lines,
     Panels, ToF64, Values, MAX_PANELS, PALETTE,
 };
-pub use golden::{golden_array, golden_number};
+pub use golden::{golden_array, golden_number, max_ulps, rope_golden_distance};
 pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
 pub use relative::{
     constant_from, mass_window, position_maps, toeplitz_err, weights_by_distance, PositionMap,
 };
 pub use schemes::{scheme_summary, sign_conventions, SUMMARY_CONFIG};
 pub use table::{df_to_html, df_to_html_with, TableOptions};
+pub use wavelengths::wavelengths;

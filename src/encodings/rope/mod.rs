@@ -18,13 +18,17 @@
 //! ```
 //!
 //! Rotations keep norms. Which dimensions form a pair is a memory layout:
-//! **interleaved** ($x_{2i}, x_{2i+1}$; GPT-J, RoFormer, [`rope_interleaved`]) or
-//! **half** ($x_i, x_{i+d/2}$; GPT-NeoX, LLaMA, [`rope_half`]); they agree up to the
-//! permutation [`interleaved_to_half`]. Context extension ([`RopeScaling`]) changes only
+//! **interleaved** ($x_{2i}, x_{2i+1}$; GPT-J, RoFormer, Meta's LLaMA code,
+//! [`rope_interleaved`]) or **half** ($x_i, x_{i+d/2}$; GPT-NeoX, Hugging Face's
+//! `rotate_half`, [`rope_half`]); they agree up to the permutation [`interleaved_to_half`],
+//! which is why Hugging Face's LLaMA conversion permutes the rows of $W_q$ and $W_k$. The
+//! same rotation as a matrix, and Su et al.'s decay bound: [`rotation_matrix`],
+//! [`decay_bound`]. Context extension ([`RopeScaling`]) changes only
 //! the frequencies (and for YaRN an attention factor multiplying cos and sin).
 //!
 //! Derived step by step, checked and plotted in `notebooks/07_rope.ipynb`.
 
+mod matrix;
 mod scaling;
 
 use ndarray::{Array2, ArrayView2};
@@ -32,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
+pub use matrix::{decay_bound, rotation_matrix};
 pub use scaling::{
     yarn_correction_dim, yarn_correction_range, yarn_mscale, RopeFrequencies, RopeScaling,
     ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, MAX_DIM, YARN_BETA_FAST,
@@ -41,9 +46,10 @@ pub use scaling::{
 /// Which dimensions form a rotated pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum RopeLayout {
-    /// Pairs $(x_{2i}, x_{2i+1})$: GPT-J, RoFormer.
+    /// Pairs $(x_{2i}, x_{2i+1})$: GPT-J, RoFormer, Meta's LLaMA code.
     Interleaved,
-    /// Pairs $(x_i, x_{i+d/2})$: GPT-NeoX, LLaMA, Hugging Face's `rotate_half`.
+    /// Pairs $(x_i, x_{i+d/2})$: GPT-NeoX, Hugging Face's `rotate_half` (its LLaMA after the
+    /// conversion permutes $W_q$ and $W_k$).
     #[default]
     Half,
 }

@@ -656,7 +656,10 @@ mod tests {
         assert_eq!(region["name"], "trained");
         assert_eq!(region["fill"], "toself");
         assert_eq!(region["x"][1], 10.0);
-        assert_eq!((region["y"][0].as_f64(), region["y"][2].as_f64()), (Some(0.5), Some(8.0)));
+        assert_eq!(
+            (region["y"][0].as_f64(), region["y"][2].as_f64()),
+            (Some(0.5), Some(8.0))
+        );
         assert_eq!(fig["data"][1]["name"], "a");
         let base = || lines(&[1.0, 2.0], &[("a", vec![2.0, 3.0])]);
         assert!(base().region(2.0, 1.0, "inverted").figure().is_err());
