@@ -207,24 +207,33 @@ fn command_line() -> String {
 }
 
 /// The error of a lock held elsewhere: one line naming `target` and the holder recorded in the
-/// lock file `path`, when that process is still alive.
+/// lock file `path`, when that process is still alive. A holder writes its name just after it
+/// takes the lock, so a name not there yet is waited for a moment (readers write none).
 fn in_use(target: &Path, path: &Path) -> Error {
-    let mut content = String::new();
-    let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut content));
-    let holder = content
-        .lines()
-        .next()
-        .filter(|line| {
-            line.strip_prefix("pid ")
-                .and_then(|rest| rest.split_once(':'))
-                .is_some_and(|(pid, _)| alive(pid))
-        })
-        .map_or_else(String::new, |line| format!(" ({line})"));
+    let holder = || {
+        let mut content = String::new();
+        let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut content));
+        let line = content.lines().next()?.to_string();
+        let (pid, _) = line.strip_prefix("pid ")?.split_once(':')?;
+        alive(pid).then_some(line)
+    };
+    let mut found = holder();
+    for _ in 0..HOLDER_WAIT_MS / 5 {
+        if found.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        found = holder();
+    }
+    let holder = found.map_or_else(String::new, |line| format!(" ({line})"));
     Error::Conflict(format!(
         "{} is in use by another process{holder}; wait for it to end, or write elsewhere",
         target.display()
     ))
 }
+
+/// How long a refused writer waits for the holder's name, milliseconds.
+const HOLDER_WAIT_MS: u64 = 200;
 
 /// Whether the process `pid` runs (Linux: it has a `/proc` entry; elsewhere assumed): a lock
 /// file's content outlives a killed holder, whose name would mislead.

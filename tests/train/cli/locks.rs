@@ -359,11 +359,11 @@ fn a_writer_killed_while_it_holds_its_locks_leaves_nothing_that_blocks_the_next(
         .output()
         .unwrap();
     succeeded(&next);
-    assert!(
-        !files(&dir)
-            .keys()
-            .any(|p| p.to_string_lossy().contains("/.")),
-        "{:?}",
-        files(&dir).keys()
-    );
+    // the stale lock files taken and removed (a kill may leave others: a probe file of the
+    // check that a folder is writable)
+    let stale: Vec<PathBuf> = files(&dir)
+        .into_keys()
+        .filter(|p| p.extension().is_some_and(|x| x == "lock"))
+        .collect();
+    assert!(stale.is_empty(), "{stale:?}");
 }
