@@ -17,9 +17,10 @@ pub use digest::{digest, file_digest};
 pub use json::{read_json, write_json};
 pub use lock::FolderLock;
 
+pub(crate) use atomic::parent_of;
 // the checkpoint folder protocol (feature `train`) builds on these
 #[cfg(feature = "train")]
-pub(crate) use atomic::{parent_of, sync_dir, sync_file};
+pub(crate) use atomic::{sync_dir, sync_file};
 #[cfg(feature = "train")]
 pub(crate) use json::to_json;
 
