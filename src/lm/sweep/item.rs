@@ -116,23 +116,27 @@ pub(super) fn run_item(
     let seed = item.seed();
     let rope_dir = config.rope_dir(seed);
     let train_seed = config.seed_train(seed);
-    // normally there from the item before; trained here when this item runs alone
+    // normally there from the item before; trained here when this item runs without it, by
+    // the first of this run's workers that needs it (the others wait, then find it done)
     if item.needs_rope() && !rope_usable(config, seed, corpus_digest) {
-        ensure_trained(
-            config,
-            &config.scheme_model(Scheme::Rope),
-            &train_seed,
-            &rope_dir,
-            TrainedFrom {
-                corpus_digest,
-                init: None,
-            },
-            corpus,
-            device,
-            progress,
-            locks.writer(&rope_dir)?,
-        )
-        .map_err(|e| e.context(format!("training rope (seed {seed})")))?;
+        let writer = locks.writer(&rope_dir)?;
+        if !rope_usable(config, seed, corpus_digest) {
+            ensure_trained(
+                config,
+                &config.scheme_model(Scheme::Rope),
+                &train_seed,
+                &rope_dir,
+                TrainedFrom {
+                    corpus_digest,
+                    init: None,
+                },
+                corpus,
+                device,
+                progress,
+                writer.folder,
+            )
+            .map_err(|e| e.context(format!("training rope (seed {seed})")))?;
+        }
     }
     let dir = config.item_dir(&item);
     let train_seconds = match item {
@@ -148,7 +152,7 @@ pub(super) fn run_item(
             corpus,
             device,
             progress,
-            locks.writer(&dir)?,
+            locks.writer(&dir)?.folder,
         )
         .map_err(|e| e.context(format!("training {scheme} (seed {seed})")))?,
         Item::Finetune(kind, _) => ensure_trained(
@@ -166,7 +170,7 @@ pub(super) fn run_item(
             corpus,
             device,
             progress,
-            locks.writer(&dir)?,
+            locks.writer(&dir)?.folder,
         )
         .map_err(|e| e.context(format!("fine-tuning {}", item.name())))?,
         Item::Inference(..) => 0.0,

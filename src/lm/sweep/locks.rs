@@ -8,14 +8,17 @@
 //! `--only` lists) is refused at once with one line naming the folder, and shards of one sweep,
 //! whose items and checkpoints are disjoint, run side by side into one folder. The locks are
 //! taken in the order of their paths: of two runs that want some of the same folders, the one
-//! that takes the first of them goes on and the other stops there. The merge of the tables has
-//! its own lock, held only while it merges (`store.rs`).
+//! that takes the first of them goes on and the other stops there. Within the run, one worker
+//! at a time writes a folder ([`SweepLocks::writer`]). The merge of the tables has its own
+//! lock, held only while it merges (`store.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use super::item::rope_usable;
 use super::plan::Item;
+use super::queue::lock;
 use crate::error::{Error, Result};
 use crate::io::FolderLock;
 use crate::lm::config::SweepConfig;
@@ -31,8 +34,9 @@ enum Use {
 
 /// The locks a sweep run holds (see the module documentation), released when dropped.
 pub(super) struct SweepLocks {
-    /// The folders (and item records) the run may write, by their path.
-    writes: BTreeMap<PathBuf, FolderLock>,
+    /// The folders (and item records) the run may write, by their path, each with the mutex
+    /// that lets one worker of this run at a time write it.
+    writes: BTreeMap<PathBuf, (FolderLock, Mutex<()>)>,
     /// The checkpoints it only reads.
     _reads: Vec<FolderLock>,
 }
@@ -72,7 +76,7 @@ impl SweepLocks {
             match use_ {
                 Use::Write => {
                     let lock = FolderLock::exclusive(&path)?;
-                    writes.insert(path, lock);
+                    writes.insert(path, (lock, Mutex::new(())));
                 }
                 Use::ReadRope(seed) => {
                     // checked under the shared lock: no writer changes it after that
@@ -82,7 +86,7 @@ impl SweepLocks {
                     } else {
                         drop(shared);
                         let lock = FolderLock::exclusive(&path)?;
-                        writes.insert(path, lock);
+                        writes.insert(path, (lock, Mutex::new(())));
                     }
                 }
             }
@@ -93,17 +97,30 @@ impl SweepLocks {
         })
     }
 
-    /// The exclusive lock of `dir`, for training into it.
+    /// The exclusive lock of `dir`, for training into it, held by one worker of this run at a
+    /// time (the others wait): two items that both train a missing RoPE checkpoint train it
+    /// once, the second finding it done.
     ///
     /// # Errors
     /// [`Error::Conflict`] when the run holds `dir` only for reading: it was a finished RoPE
     /// checkpoint when the run began, and is not one now.
-    pub(super) fn writer(&self, dir: &Path) -> Result<&FolderLock> {
-        self.writes.get(dir).ok_or_else(|| {
+    pub(super) fn writer(&self, dir: &Path) -> Result<Writer<'_>> {
+        let (folder, one) = self.writes.get(dir).ok_or_else(|| {
             Error::Conflict(format!(
                 "{} changed while this sweep read it (it was a finished checkpoint when the sweep began); run the sweep again",
                 dir.display()
             ))
+        })?;
+        Ok(Writer {
+            folder,
+            _one: lock(one),
         })
     }
+}
+
+/// A folder that one worker of a sweep run writes ([`SweepLocks::writer`]).
+pub(super) struct Writer<'a> {
+    /// The run's lock of the folder.
+    pub(super) folder: &'a FolderLock,
+    _one: MutexGuard<'a, ()>,
 }

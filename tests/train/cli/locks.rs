@@ -205,12 +205,15 @@ fn sweep_config(dir: &Path, steps: usize) -> PathBuf {
     path
 }
 
-/// `posenc sweep --config CONFIG` on `corpus`, one job, and `extra`.
+/// `posenc sweep --config CONFIG` on `corpus` with `extra`, one job unless it says.
 fn sweep_args(config: &Path, corpus: &Path, extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = vec!["sweep".into(), "--config".into()];
     args.push(config.display().to_string());
     args.extend(["--corpus".into(), corpus.display().to_string()]);
-    args.extend(["--quiet", "--jobs", "1"].iter().map(ToString::to_string));
+    args.push("--quiet".into());
+    if !extra.contains(&"--jobs") {
+        args.extend(["--jobs".into(), "1".into()]);
+    }
     args.extend(extra.iter().map(ToString::to_string));
     args
 }
@@ -250,7 +253,8 @@ fn two_sweeps_of_one_configuration_run_once_and_refuse_the_second_at_once() {
 }
 
 /// Shards of one sweep into one folder run side by side, their items whole and their merged
-/// tables those of one run; two runs of other items that read one RoPE checkpoint share it.
+/// tables those of one run; two runs of other items that read one RoPE checkpoint share it;
+/// two workers of one run that both need a missing RoPE checkpoint train it once.
 #[test]
 fn shards_of_one_sweep_run_side_by_side_into_one_folder_and_merge_into_one_runs_tables() {
     let tmp = corpus();
@@ -300,6 +304,25 @@ fn shards_of_one_sweep_run_side_by_side_into_one_folder_and_merge_into_one_runs_
         succeeded(&r.output);
     }
     assert_eq!(results(&whole), expected);
+    let alone = corpus.join("alone");
+    let config = sweep_config(&alone, 20);
+    let only = [
+        "--only",
+        "rope/dynamic/seed0,rope/linear/seed0",
+        "--jobs",
+        "2",
+    ];
+    let run = command()
+        .args(sweep_args(&config, corpus, &only))
+        .output()
+        .unwrap();
+    succeeded(&run);
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(log.matches("rope: trained 20 steps").count(), 1, "{log}");
+    for item in ["rope-dynamic-seed0", "rope-linear-seed0"] {
+        let path = PathBuf::from(format!("items/{item}.csv"));
+        assert_eq!(results(&alone)[&path], expected[&path]);
+    }
 }
 
 /// Waits until the lock file `file` names the process `pid`.
