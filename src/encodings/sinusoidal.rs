@@ -72,7 +72,12 @@ crate::named::named!(SinusoidalLayout, "layout");
 /// # Errors
 /// When `dim` is odd or zero, or `base` is not above 1.
 pub fn frequencies(dim: usize, base: f64) -> Result<Vec<f64>> {
-    ensure(dim >= 2 && dim % 2 == 0, "dim", dim, "an even number >= 2")?;
+    ensure(
+        dim >= 2 && dim.is_multiple_of(2),
+        "dim",
+        dim,
+        "an even number >= 2",
+    )?;
     ensure(
         base.is_finite() && base > 1.0,
         "base",

@@ -159,7 +159,7 @@ impl TransformerXl {
     /// Checks the width of the sinusoid table $R$: even (sine-cosine pairs) and at least 2.
     fn ensure_r_dim(r_dim: usize) -> Result<()> {
         ensure(
-            r_dim >= 2 && r_dim % 2 == 0,
+            r_dim >= 2 && r_dim.is_multiple_of(2),
             "r_dim",
             r_dim,
             "an even number >= 2",

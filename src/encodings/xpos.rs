@@ -94,7 +94,7 @@ impl XPos {
     /// As [`XPos::new`].
     pub fn validate(&self) -> Result<()> {
         ensure(
-            self.dim >= 2 && self.dim % 2 == 0,
+            self.dim >= 2 && self.dim.is_multiple_of(2),
             "dim",
             self.dim,
             "an even number >= 2",

@@ -355,7 +355,8 @@ pub struct SweepArgs {
     /// Print the effective configuration and stop.
     #[arg(long)]
     print_config: bool,
-    /// Print the items of the sweep (one per line, in order) and stop.
+    /// Print the items of the sweep that the other flags choose (one per line, in order) and
+    /// stop.
     #[arg(long, conflicts_with = "print_config")]
     list: bool,
     /// Run only these items (names as --list prints them; repeat or separate by commas).
@@ -383,11 +384,7 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     if a.print_config {
         return serde_json::to_string_pretty(&config).map_err(|e| e.to_string());
     }
-    if a.list {
-        config.validate().map_err(err)?;
-        let names: Vec<String> = config.items().iter().map(|i| i.name()).collect();
-        return Ok(names.join("\n"));
-    }
+    // every flag checked, with --list too: it prints what a run with them would run
     let selection = Selection {
         only: a.only.clone(),
         shard: a.shard,
@@ -398,6 +395,13 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
     if jobs == 0 {
         return Err("invalid --jobs = 0: allowed is >= 1".into());
+    }
+    if a.list {
+        config.validate().map_err(err)?;
+        let items = config.items();
+        let chosen = selection.choose(&items).map_err(err)?;
+        let names: Vec<String> = chosen.iter().map(|&i| items[i].name()).collect();
+        return Ok(names.join("\n"));
     }
     let rows = run_sweep(
         &config,

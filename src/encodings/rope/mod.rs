@@ -163,7 +163,12 @@ pub fn rope_half(x: ArrayView2<f32>, cos: &Array2<f32>, sin: &Array2<f32>) -> Re
 /// # Errors
 /// When `dim` is odd or zero.
 pub fn interleaved_to_half(dim: usize) -> Result<Vec<usize>> {
-    ensure(dim >= 2 && dim % 2 == 0, "dim", dim, "an even number >= 2")?;
+    ensure(
+        dim >= 2 && dim.is_multiple_of(2),
+        "dim",
+        dim,
+        "an even number >= 2",
+    )?;
     Ok((0..dim).step_by(2).chain((1..dim).step_by(2)).collect())
 }
 

@@ -472,7 +472,7 @@ pub(crate) fn scaled_frequencies(
 }
 
 pub(crate) fn check_dim_and_base(dim: usize, base: f64) -> Result<()> {
-    if !(2..=MAX_DIM).contains(&dim) || dim % 2 != 0 {
+    if !(2..=MAX_DIM).contains(&dim) || !dim.is_multiple_of(2) {
         return Err(invalid(
             "dim",
             dim,

@@ -11,18 +11,23 @@
 //! `target/sweep/`: the sweep writes under `data/` only when its configuration says so
 //! (`data/configs/sweep.json`, the shipped results).
 //!
+//! A run locks everything it writes before its first item (`locks.rs`): a second run that
+//! would write the same checkpoints or items is refused at once, and shards (disjoint items)
+//! run side by side into one folder, their merges of the tables one at a time.
+//!
 //! The plan (items, `--only`, `--shard`) is in `plan.rs`, where each item writes in
 //! `store.rs`, the reuse policy in `reuse.rs`, one item's training and evaluation in
-//! `item.rs`, the worker threads in `queue.rs`; this module checks everything and runs them.
+//! `item.rs`, the locks in `locks.rs`, the worker threads in `queue.rs`; this module checks
+//! everything and runs them.
 
 mod item;
+mod locks;
 mod plan;
 mod queue;
 mod reuse;
 mod store;
 
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use burn::tensor::Device;
@@ -36,6 +41,7 @@ use crate::lm::model::Scheme;
 use crate::lm::train::log_line;
 pub use crate::results::CurveRow;
 use item::{print_rows, run_item};
+use locks::SweepLocks;
 pub use plan::{Item, Selection};
 use queue::run_queue;
 use store::merge_outputs;
@@ -49,7 +55,9 @@ pub use store::SweepTiming;
 /// on several machines merge by copying their files into one folder. Returns the combined rows.
 ///
 /// # Errors
-/// The first training or evaluation error, with the item.
+/// Before any work: a bad configuration or selection, an output that cannot be written, a
+/// checkpoint or item that another process writes ([`crate::Error::Conflict`]). Then the first
+/// training or evaluation error, with the item.
 pub fn sweep(
     config: &SweepConfig,
     selection: &Selection,
@@ -64,20 +72,29 @@ pub fn sweep(
     let chosen = selection.choose(&items)?;
     check_outputs_and_lengths(config, corpus)?;
     let corpus_digest = digest(&read_split(corpus, "train")?);
+    // held to the end: another run that would write what this one writes is refused here
+    let locks = SweepLocks::take(config, &items, &chosen, &corpus_digest)?;
     let began = Instant::now();
     let jobs = jobs.clamp(1, chosen.len().max(1));
     let progress = progress && jobs == 1;
-    // the merging of the item files into the combined outputs, one worker at a time
-    let merging = Mutex::new(());
     run_queue(
         &items,
         &chosen,
         &config.seeds,
         jobs,
-        |item| run_item(config, item, corpus, &corpus_digest, device, progress),
+        |item| {
+            run_item(
+                config,
+                item,
+                corpus,
+                &corpus_digest,
+                device,
+                progress,
+                &locks,
+            )
+        },
         |item, rows| {
             print_rows(&item.name(), &rows);
-            let _merging = merging.lock().unwrap_or_else(PoisonError::into_inner);
             merge_outputs(config, &items).map(|_| ())
         },
     )?;
