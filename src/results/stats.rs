@@ -357,10 +357,10 @@ pub fn paired_difference(
         "one mode for both sides (windows of two modes score different bytes)",
     )?;
     ensure(
-        a.eval_len == b.eval_len || a.mode == Mode::Nonoverlap,
+        a.eval_len == b.eval_len || a.mode.pairs_across_lengths(),
         "lengths",
         format!("{a} against {b}"),
-        "one length in sliding mode (its windows pair across lengths only in nonoverlap mode)",
+        "one length in sliding mode (its windows pair across lengths only in matched and nonoverlap mode)",
     )?;
     let (wa, wb) = (windows_of(windows, a)?, windows_of(windows, b)?);
     let seeds: Vec<u64> = wa.keys().filter(|s| wb.contains_key(s)).copied().collect();
