@@ -96,8 +96,17 @@ fn model_of(rows: &[ResultRow], label: &str) -> Result<ModelKey> {
 /// and verdicts naming the models by [`Verdict`]; with a reference, its table
 /// ([`ResultsTable::reference_header`]) and verdicts.
 pub fn table_markdown(table: &ResultsTable) -> String {
+    let caveat = match table.mode {
+        Mode::Matched => "",
+        Mode::Nonoverlap => {
+            " A secondary view: the first positions of a window, which have little context, \
+             weigh L_max/L times more at length L than at L_max, and each length scores other \
+             bytes (the `matched` mode scores the same bytes at every length)."
+        }
+        Mode::Sliding => " Each length scores the bytes of its own windows.",
+    };
     let mut out = format!(
-        "Loss in nats per byte, mean ± sd over training seeds; mode `{}`: {}.\n\n",
+        "Loss in nats per byte, mean ± sd over training seeds; mode `{}`: {}.{caveat}\n\n",
         table.mode.name(),
         table.mode.summary()
     );
@@ -340,7 +349,10 @@ mod tests {
         assert_eq!(
             lines[0],
             "Loss in nats per byte, mean ± sd over training seeds; mode `nonoverlap`: Windows of \
-             the longest length, prefixes of length L scored."
+             the longest length, prefixes of length L scored. A secondary view: the first \
+             positions of a window, which have little context, weigh L_max/L times more at \
+             length L than at L_max, and each length scores other bytes (the `matched` mode \
+             scores the same bytes at every length)."
         );
         assert_eq!(
             lines[2],

@@ -381,8 +381,9 @@ pub(crate) fn align<'a>(windows: &'a [WindowRow], keys: &[&WindowKey]) -> Result
 /// [`crate::Error::InvalidParameter`] naming the first model, seed and length whose segments
 /// differ from the first one's (or that has a segment twice).
 pub fn matched_segments(windows: &[WindowRow]) -> Result<Option<Vec<(usize, usize)>>> {
-    // (model, seed, length) -> its segments, in order of first appearance
-    let mut groups: Vec<((ModelKey, u64, usize), BTreeMap<usize, usize>)> = Vec::new();
+    // (model, seed, length) -> its segments (start -> bytes), in order of first appearance
+    type Group = ((ModelKey, u64, usize), BTreeMap<usize, usize>);
+    let mut groups: Vec<Group> = Vec::new();
     for w in windows.iter().filter(|w| w.mode == Mode::Matched) {
         let key = (w.key(), w.seed, w.eval_len);
         let at = match groups.iter().position(|g| g.0 == key) {

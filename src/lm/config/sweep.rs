@@ -364,3 +364,33 @@ impl SweepConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mode_has_its_budget_and_pairing() {
+        let e = SweepEval {
+            max_bytes: Some(1),
+            sliding_max_bytes: Some(2),
+            matched_max_bytes: Some(3),
+            ..SweepEval::default()
+        };
+        assert_eq!(Mode::ALL.map(|m| e.budget(m)), [Some(3), Some(1), Some(2)]);
+        assert_eq!(
+            Mode::ALL.map(|m| m.pairs_across_lengths()),
+            [true, true, false]
+        );
+        // the default: matched and nonoverlap on the whole test split
+        let d = SweepEval::default();
+        assert_eq!(
+            (d.split.as_str(), d.modes.as_slice()),
+            ("test", &[Mode::Matched, Mode::Nonoverlap][..])
+        );
+        assert_eq!(
+            (d.budget(Mode::Matched), d.budget(Mode::Nonoverlap)),
+            (None, None)
+        );
+    }
+}
