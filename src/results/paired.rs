@@ -1,5 +1,5 @@
 //! Differences on paired windows: which windows of `windows/*.csv` make one side
-//! ([`WindowKey`]), the windows of several sides paired by seed and start ([`align`], checked
+//! ([`WindowKey`]), the windows of several sides paired by seed and start (`align`, checked
 //! once for every contrast built on them), and the difference of two sides with its standard
 //! error from windows and seeds ([`paired_difference`]).
 //!

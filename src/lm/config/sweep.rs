@@ -168,7 +168,8 @@ impl Default for SweepFinetune {
 
 /// The sweep's configuration (`posenc sweep --config FILE`, JSON; missing fields take the
 /// defaults, which are the shipped results' settings except for the folders, under
-/// `target/sweep/`; unknown keys are an error).
+/// `target/sweep/`, and the evaluation, whose default (matched and prefix windows on the test
+/// split) is newer than the shipped results; unknown keys are an error).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepConfig {
