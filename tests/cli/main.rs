@@ -388,6 +388,51 @@ fn a_closed_pipe_ends_the_output_quietly() {
 
 /// The README's results table is `posenc report` on the shipped results, to the last digit:
 /// every number and every sentence between the markers follows from `data/results`.
+/// `posenc report` names its mode and reference by flag; a reference or mode the results do
+/// not have is a one-line error.
+#[test]
+fn report_takes_a_mode_and_a_reference() {
+    let results = format!("{}/data/results", env!("CARGO_MANIFEST_DIR"));
+    let report = |extra: &[&str]| {
+        let mut args = vec!["report", "--results", &results];
+        args.extend_from_slice(extra);
+        posenc(&args)
+    };
+    let text = |out: std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = text(report(&["--reference", "none"]));
+    assert!(plain.contains("| model | params | seeds |"), "{plain}");
+    assert!(!plain.contains("against"), "{plain}");
+    let t5 = text(report(&["--reference", "t5"]));
+    assert!(t5.contains("Each change against `t5`'s"), "{t5}");
+    let sliding = text(report(&["--mode", "sliding"]));
+    assert!(
+        sliding.contains("mode `sliding`") && !sliding.contains("se text"),
+        "{sliding}"
+    );
+    for (extra, needle) in [
+        (&["--reference", "bogus"][..], "invalid reference = bogus"),
+        (
+            &["--mode", "bogus"][..],
+            "invalid mode = bogus: allowed is matched, nonoverlap, sliding",
+        ),
+    ] {
+        let out = report(extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(needle),
+            "{extra:?}: {stderr}"
+        );
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    }
+}
+
 #[test]
 fn readme_results_section_is_the_report_of_the_shipped_results() {
     let root = env!("CARGO_MANIFEST_DIR");

@@ -42,10 +42,8 @@ impl SweepEval {
             let opts = EvalOptions {
                 lengths: self.lengths.clone(),
                 mode,
-                max_bytes: match mode {
-                    Mode::Nonoverlap => self.max_bytes,
-                    Mode::Sliding => self.sliding_max_bytes,
-                },
+                max_bytes: self.budget(mode),
+                segment_bytes: self.segment_bytes,
                 split: self.split.clone(),
                 scaling,
                 force_separate: false,
