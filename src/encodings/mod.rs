@@ -18,6 +18,7 @@
 //! | [`kerple`] | Kerple (log, power) | score bias |
 //! | [`fire`] | FIRE | score bias |
 //! | [`nope`] | NoPE | nothing |
+//! | [`temperature`] | log-$n$ and floor-log query scales | scale q |
 
 pub mod alibi;
 pub mod deberta;
@@ -31,6 +32,7 @@ mod scheme;
 pub mod shaw;
 pub mod sinusoidal;
 pub mod t5;
+pub mod temperature;
 pub mod tupe;
 pub mod xl;
 pub mod xpos;
