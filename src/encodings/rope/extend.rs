@@ -184,10 +184,16 @@ mod tests {
         let plain = RopeConfig::new(64, 1e4).unwrap().frequencies(None).unwrap();
         for len in [1, 100, 2048] {
             let s = RopeScaling::dynamic_yarn(len, 2048);
-            let f = RopeConfig::with_scaling(64, 1e4, s).unwrap().frequencies(None).unwrap();
+            let f = RopeConfig::with_scaling(64, 1e4, s)
+                .unwrap()
+                .frequencies(None)
+                .unwrap();
             assert_eq!(f.attention_factor, 1.0);
             for (a, b) in f.inv_freq.iter().zip(&plain.inv_freq) {
-                assert!((a.to_bits() as i64 - b.to_bits() as i64).abs() <= 1, "{a} {b}");
+                assert!(
+                    (a.to_bits() as i64 - b.to_bits() as i64).abs() <= 1,
+                    "{a} {b}"
+                );
             }
         }
         assert_eq!(

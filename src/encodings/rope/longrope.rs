@@ -110,9 +110,7 @@ impl LongRope {
         let inv_freq = ext
             .iter()
             .enumerate()
-            .map(|(i, &lambda)| {
-                1.0 / (lambda as f32 * base32.powf((2 * i) as f32 / dim as f32))
-            })
+            .map(|(i, &lambda)| 1.0 / (lambda as f32 * base32.powf((2 * i) as f32 / dim as f32)))
             .collect();
         Ok(RopeFrequencies {
             inv_freq,

@@ -147,7 +147,10 @@ pub(crate) fn family_of(model_type: &str) -> Option<&'static Family> {
 
 /// Every `model_type` this reader knows, for error messages.
 pub(crate) fn known_model_types() -> String {
-    let mut names: Vec<&str> = FAMILIES.iter().flat_map(|f| f.names.iter().copied()).collect();
+    let mut names: Vec<&str> = FAMILIES
+        .iter()
+        .flat_map(|f| f.names.iter().copied())
+        .collect();
     names.extend(WRAPPERS.iter().map(|w| w.0));
     names.sort_unstable();
     names.join(", ")

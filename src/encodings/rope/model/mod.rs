@@ -63,7 +63,11 @@ impl LayerRope {
     ///
     /// # Errors
     /// An invalid rotary dimension or scaling.
-    pub fn frequencies(&self, rotary_dim: usize, seq_len: Option<usize>) -> Result<RopeFrequencies> {
+    pub fn frequencies(
+        &self,
+        rotary_dim: usize,
+        seq_len: Option<usize>,
+    ) -> Result<RopeFrequencies> {
         match &self.scaling {
             LayerScaling::Rope(s) => {
                 RopeConfig::with_scaling(rotary_dim, self.base, *s)?.frequencies(seq_len)
@@ -134,7 +138,10 @@ impl LayerRope {
                 high_freq_factor,
                 ..
             }) => vec![
-                ("L / high_freq_factor", original_max as f64 / high_freq_factor),
+                (
+                    "L / high_freq_factor",
+                    original_max as f64 / high_freq_factor,
+                ),
                 ("L / low_freq_factor", original_max as f64 / low_freq_factor),
             ],
             _ => Vec::new(),

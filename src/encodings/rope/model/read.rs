@@ -66,7 +66,11 @@ impl<'a> Keys<'a> {
     fn usize(&mut self, key: &str) -> Read<Option<usize>> {
         self.typed(key, "a whole number >= 0", |v| {
             v.as_u64()
-                .or_else(|| v.as_f64().filter(|x| x.fract() == 0.0 && *x >= 0.0).map(|x| x as u64))
+                .or_else(|| {
+                    v.as_f64()
+                        .filter(|x| x.fract() == 0.0 && *x >= 0.0)
+                        .map(|x| x as u64)
+                })
                 .and_then(|x| usize::try_from(x).ok())
         })
     }
@@ -91,7 +95,10 @@ impl<'a> Keys<'a> {
 
     fn str_list(&mut self, key: &str) -> Read<Option<Vec<String>>> {
         self.typed(key, "a list of strings", |v| {
-            v.as_array()?.iter().map(|x| x.as_str().map(String::from)).collect()
+            v.as_array()?
+                .iter()
+                .map(|x| x.as_str().map(String::from))
+                .collect()
         })
     }
 
@@ -110,8 +117,13 @@ impl<'a> Keys<'a> {
 
 /// The first of `values` that is given; two given values that differ are an error naming the
 /// first key.
-fn agree<T: PartialEq + std::fmt::Display + Copy>(values: &[(String, Option<T>)]) -> Read<Option<T>> {
-    let given: Vec<(&String, T)> = values.iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
+fn agree<T: PartialEq + std::fmt::Display + Copy>(
+    values: &[(String, Option<T>)],
+) -> Read<Option<T>> {
+    let given: Vec<(&String, T)> = values
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect();
     if let Some(((k1, v1), rest)) = given.split_first() {
         if let Some((k2, v2)) = rest.iter().find(|(_, v)| v != v1) {
             return Err(format!("`{k1}` = {v1} disagrees with `{k2}` = {v2}"));
@@ -192,7 +204,10 @@ fn read_block(map: &Map<String, Value>, at: &str, family: Option<&Family>) -> Re
         if present || k.map.contains_key(key) {
             Ok(())
         } else {
-            Err(format!("`{}`: missing (a `{ty}` block needs it)", k.path(key)))
+            Err(format!(
+                "`{}`: missing (a `{ty}` block needs it)",
+                k.path(key)
+            ))
         }
     };
     let ty = b.rope_type.clone();
@@ -302,7 +317,10 @@ pub(super) fn read(value: &Value) -> Read<ModelRope> {
             None => None,
         };
         k.get("text_config");
-        k.finish(NOT_ROPE_KEYS, "RoPE keys of a wrapper belong in `text_config`")?;
+        k.finish(
+            NOT_ROPE_KEYS,
+            "RoPE keys of a wrapper belong in `text_config`",
+        )?;
         let text = text
             .as_object()
             .ok_or_else(|| "`text_config`: expected an object".to_string())?;
@@ -347,11 +365,22 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
     }
     let per_layer = family.is_some_and(|f| f.local_theta.is_some());
     let layer_names: Vec<String> = match (&layer_types, per_layer) {
-        (Some(t), _) => t.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect(),
+        (Some(t), _) => t
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
         (None, true) => vec!["full_attention".into(), "sliding_attention".into()],
         (None, false) => Vec::new(),
     };
-    let block_at = |key: &str| if at.is_empty() { key.to_string() } else { format!("{at}.{key}") };
+    let block_at = |key: &str| {
+        if at.is_empty() {
+            key.to_string()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
     let mut blocks = match (v4, v5) {
         (Some(m), _) => read_blocks(m, &block_at("rope_scaling"), &layer_names, family)?,
         (None, Some(m)) => read_blocks(m, &block_at("rope_parameters"), &layer_names, family)?,
@@ -372,7 +401,10 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
         }
         blocks.sort_by(|a, b| a.0.cmp(&b.0));
     } else if blocks.is_empty() {
-        blocks.push((None, Block::plain(&block_at("rope_parameters"), "default".into())));
+        blocks.push((
+            None,
+            Block::plain(&block_at("rope_parameters"), "default".into()),
+        ));
     }
     let theta_top = agree(&[
         (k.path("rope_theta"), k.f64("rope_theta")?),
@@ -388,7 +420,8 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
     let max_position = match k.usize("max_position_embeddings")? {
         Some(m) => m,
         None => {
-            let f = family.ok_or_else(|| format!("`{}`: missing", k.path("max_position_embeddings")))?;
+            let f = family
+                .ok_or_else(|| format!("`{}`: missing", k.path("max_position_embeddings")))?;
             default("max_position_embeddings", f.max_position.to_string());
             f.max_position
         }
@@ -402,7 +435,10 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
     let (head_dim, qk_width, deepseek) = if family.is_some_and(|f| f.deepseek_heads) {
         let rope = k.usize("qk_rope_head_dim")?.unwrap_or(64);
         let nope = k.usize("qk_nope_head_dim")?.unwrap_or(128);
-        agree(&[(k.path("qk_rope_head_dim"), Some(rope)), (k.path("head_dim"), head_key)])?;
+        agree(&[
+            (k.path("qk_rope_head_dim"), Some(rope)),
+            (k.path("head_dim"), head_key),
+        ])?;
         (rope, rope + nope, true)
     } else {
         let head = match (head_key, family.and_then(|f| f.head_dim), hidden, heads) {
@@ -424,16 +460,25 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
     };
     // rotary width
     let prf_top = agree(&[
-        (k.path("partial_rotary_factor"), k.f64("partial_rotary_factor")?),
+        (
+            k.path("partial_rotary_factor"),
+            k.f64("partial_rotary_factor")?,
+        ),
         (k.path("rotary_pct"), k.f64("rotary_pct")?),
     ])?;
     let mut partial_sources = vec![(k.path("partial_rotary_factor"), prf_top)];
-    partial_sources.extend(blocks.iter().map(|(_, b)| (format!("{}.partial_rotary_factor", b.path), b.partial)));
+    partial_sources.extend(
+        blocks
+            .iter()
+            .map(|(_, b)| (format!("{}.partial_rotary_factor", b.path), b.partial)),
+    );
     let prf = agree(&partial_sources)?;
     let rotary_key = k.usize("rotary_dim")?;
     let rotary_dim = if deepseek {
         if let Some(p) = prf.filter(|&p| p != 1.0) {
-            return Err(format!("`partial_rotary_factor` = {p}: DeepSeek rotates qk_rope_head_dim"));
+            return Err(format!(
+                "`partial_rotary_factor` = {p}: DeepSeek rotates qk_rope_head_dim"
+            ));
         }
         head_dim
     } else {
@@ -467,9 +512,16 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
     let mut layout = family.map_or(RopeLayout::Half, |f| f.layout);
     if let Some(i) = interleave {
         if model_type != Some("deepseek_v3") {
-            return Err(format!("`{}`: read only by deepseek_v3", k.path("rope_interleave")));
+            return Err(format!(
+                "`{}`: read only by deepseek_v3",
+                k.path("rope_interleave")
+            ));
         }
-        layout = if i { RopeLayout::Interleaved } else { RopeLayout::Half };
+        layout = if i {
+            RopeLayout::Interleaved
+        } else {
+            RopeLayout::Half
+        };
     }
     let qpas = k.f64("query_pre_attn_scalar")?;
     let softmax = family.map_or(Softmax::Plain, |f| f.softmax);
@@ -505,38 +557,71 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
             Some(t) => t,
             None => {
                 let t = family.map_or(10_000.0, |f| {
-                    if sliding { f.local_theta.unwrap_or(f.theta) } else { f.theta }
+                    if sliding {
+                        f.local_theta.unwrap_or(f.theta)
+                    } else {
+                        f.theta
+                    }
                 });
                 if model_type.is_some() {
-                    default(if sliding { "rope_local_base_freq" } else { "rope_theta" }, t.to_string());
+                    default(
+                        if sliding {
+                            "rope_local_base_freq"
+                        } else {
+                            "rope_theta"
+                        },
+                        t.to_string(),
+                    );
                 }
                 t
             }
         };
-        agree(&[(format!("{}.max_position_embeddings", b.path), b.max_position), (k.path("max_position_embeddings"), Some(max_position))])?;
-        let original = match agree(&[(k.path("original_max_position_embeddings"), top_original), (format!("{}.original_max_position_embeddings", b.path), b.original)])? {
+        agree(&[
+            (
+                format!("{}.max_position_embeddings", b.path),
+                b.max_position,
+            ),
+            (k.path("max_position_embeddings"), Some(max_position)),
+        ])?;
+        let original = match agree(&[
+            (k.path("original_max_position_embeddings"), top_original),
+            (
+                format!("{}.original_max_position_embeddings", b.path),
+                b.original,
+            ),
+        ])? {
             Some(o) => o,
             None => max_position,
         };
         let scaling = layer_scaling(b, base, original, max_position, rotary_dim)?;
         if matches!(b.rope_type.as_str(), "yarn" | "llama3" | "longrope") {
-            agree(&[(k.path("initial_context_length"), initial_context), (format!("{}.original_max_position_embeddings", b.path), Some(original))])?;
+            agree(&[
+                (k.path("initial_context_length"), initial_context),
+                (
+                    format!("{}.original_max_position_embeddings", b.path),
+                    Some(original),
+                ),
+            ])?;
         }
         let softmax_multiplier = match softmax {
             Softmax::Plain => 1.0,
-            Softmax::QueryPreAttnScalar(_) => (qk_width as f64 / qpas.unwrap_or(qk_width as f64)).sqrt(),
+            Softmax::QueryPreAttnScalar(_) => {
+                (qk_width as f64 / qpas.unwrap_or(qk_width as f64)).sqrt()
+            }
             Softmax::DeepSeekMscale => match (b.rope_type.as_str(), b.mscale_all_dim) {
                 ("default", _) | (_, None) => 1.0,
                 (_, Some(m)) if m == 0.0 => 1.0,
                 (_, Some(m)) => {
-                    let s = yarn_mscale(b.factor.unwrap_or(max_position as f64 / original as f64), m);
+                    let s =
+                        yarn_mscale(b.factor.unwrap_or(max_position as f64 / original as f64), m);
                     s * s
                 }
             },
         };
         if let Some(beta) = b.llama4_beta {
             let t = Temperature::ministral3(beta, original);
-            t.validate().map_err(|e| format!("`{}.llama_4_scaling_beta`: {e}", b.path))?;
+            t.validate()
+                .map_err(|e| format!("`{}.llama_4_scaling_beta`: {e}", b.path))?;
             temperature = Some(t);
         }
         layers.push(LayerRope {
@@ -607,6 +692,7 @@ fn layer_scaling(
         },
         _ => RopeScaling::None,
     };
-    RopeConfig::with_scaling(rotary_dim, base, scaling).map_err(|e| format!("`{}`: {e}", b.path))?;
+    RopeConfig::with_scaling(rotary_dim, base, scaling)
+        .map_err(|e| format!("`{}`: {e}", b.path))?;
     Ok(LayerScaling::Rope(scaling))
 }
