@@ -27,6 +27,7 @@
 //! models configure it (a model's `config.json` read into these types, [`ModelRope`]), and
 //! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`.
 
+mod engine;
 mod extend;
 mod longrope;
 mod model;
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
+pub use engine::{query_weights, stale_cache_error, Misreading};
 pub use extend::{self_extend_distance, SelfExtend};
 pub use longrope::LongRope;
 pub use model::{LayerRope, LayerScaling, ModelRope, RopeSummary};
