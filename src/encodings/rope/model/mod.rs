@@ -21,7 +21,9 @@
 //! against the models' own classes in transformers on real configurations
 //! (`tests/golden/configs`, `tests/golden/rope_configs.json`).
 
+mod block;
 mod family;
+mod keys;
 mod read;
 
 use std::path::Path;
