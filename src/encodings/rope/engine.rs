@@ -95,7 +95,8 @@ pub fn query_weights(
 
 /// $|q_m' \cdot k_j^{cached} - q_m' \cdot k_j'|$ for keys at positions $0..n$: the query and the
 /// fresh keys rotated with `current`, the cached keys with `cached` (the frequencies when they
-/// were written), unscaled scores.
+/// were written); scores $q' \cdot k'$ with the frequencies' attention factors, not divided by
+/// $\sqrt d$.
 ///
 /// # Errors
 /// When the widths differ from the rotary dimension, or the two frequency sets differ in length.
