@@ -211,6 +211,19 @@ impl ModelRope {
     /// # Errors
     /// [`Error::Format`] naming the key that is unknown, missing, of the wrong type, out of
     /// range, or in disagreement with another.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::encodings::rope::ModelRope;
+    /// let v = serde_json::json!({"model_type": "gpt_neox", "hidden_size": 768,
+    ///     "num_attention_heads": 12, "max_position_embeddings": 2048, "rotary_pct": 0.25});
+    /// let model = ModelRope::from_json(&v)?;
+    /// assert_eq!((model.head_dim, model.rotary_dim), (64, 16));
+    /// let wrong = serde_json::json!({"model_type": "gpt_neox", "hidden_size": 768,
+    ///     "num_attention_heads": 12, "rotary_pct": 0.25, "partial_rotary_factor": 0.5});
+    /// assert!(ModelRope::from_json(&wrong).unwrap_err().to_string().contains("rotary_pct"));
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
     pub fn from_json(value: &Value) -> Result<Self> {
         read::read(value).map_err(|message| Error::Format {
             path: "configuration".into(),

@@ -327,8 +327,8 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
                 (qk_width as f64 / qpas.unwrap_or(qk_width as f64)).sqrt()
             }
             Softmax::DeepSeekMscale => match (b.rope_type.as_str(), b.mscale_all_dim) {
-                ("default", _) | (_, None) => 1.0,
-                (_, Some(m)) if m == 0.0 => 1.0,
+                // HF: `if mscale_all_dim:` (missing or zero: no multiplier)
+                ("default", _) | (_, None | Some(0.0)) => 1.0,
                 (_, Some(m)) => {
                     let s =
                         yarn_mscale(b.factor.unwrap_or(max_position as f64 / original as f64), m);
