@@ -151,8 +151,17 @@ fn read_model(map: &Map<String, Value>, at: &str, inherited_type: Option<&str>) 
     let heads = k.usize("num_attention_heads")?;
     let head_key = k.usize("head_dim")?;
     let (head_dim, qk_width, deepseek) = if family.is_some_and(|f| f.deepseek_heads) {
-        let rope = k.usize("qk_rope_head_dim")?.unwrap_or(64);
-        let nope = k.usize("qk_nope_head_dim")?.unwrap_or(128);
+        // DeepseekV2Config / V3Config defaults
+        let mut width = |key: &str, d: usize| -> Read<usize> {
+            Ok(k.usize(key)?.unwrap_or_else(|| {
+                default(key, d.to_string());
+                d
+            }))
+        };
+        let (rope, nope) = (
+            width("qk_rope_head_dim", 64)?,
+            width("qk_nope_head_dim", 128)?,
+        );
         agree(&[
             (k.path("qk_rope_head_dim"), Some(rope)),
             (k.path("head_dim"), head_key),
