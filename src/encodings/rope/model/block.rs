@@ -154,10 +154,14 @@ pub(super) fn read_blocks(
     for (name, v) in map {
         let path = format!("{at}.{name}");
         if !layer_names.contains(name) {
+            let known = if layer_names.is_empty() {
+                "it lists no layer_types".to_string()
+            } else {
+                format!("it has {}", layer_names.join(", "))
+            };
             return Err(format!(
                 "`{path}`: a nested RoPE block for a layer type the configuration does not have \
-                 ({})",
-                layer_names.join(", ")
+                 ({known})"
             ));
         }
         match v {

@@ -184,3 +184,20 @@ fn gemma3_reads_rope_per_layer_type_and_its_softmax_scalar() {
     let e = error(llama(json!({"query_pre_attn_scalar": 64})));
     assert!(e.contains("query_pre_attn_scalar"), "{e}");
 }
+
+#[test]
+fn v5_blocks_nested_by_layer_type_need_those_layer_types() {
+    let nested = json!({"full_attention": {"rope_type": "default", "rope_theta": 1e4}});
+    let e = error(llama(json!({"rope_parameters": nested})));
+    assert!(
+        e.contains("`rope_parameters.full_attention`") && e.contains("no layer_types"),
+        "{e}"
+    );
+    let ok = read(llama(
+        json!({"layer_types": ["full_attention", "full_attention"],
+        "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0}}}),
+    ))
+    .unwrap();
+    assert_eq!(ok.layer_types(), ["full_attention"]);
+    assert_eq!(ok.layer(None).unwrap().base, 1e4);
+}
