@@ -3,6 +3,7 @@
 //! ```text
 //! posenc dump t5-bucket --num-buckets 32 --max-distance 128 --min -20 --max 20
 //! posenc dump rope-freqs --dim 64 --base 10000 --scaling yarn --factor 4 --original-max 2048
+//! posenc rope --config tests/golden/configs/gpt-oss-20b.json [--json]    # a model's RoPE
 //! posenc train --scheme alibi --steps 600 --out /tmp/alibi                # feature `train`
 //! posenc eval --checkpoint data/checkpoints/rope --scaling yarn --lengths 128,512,2048
 //! posenc sweep --config data/configs/sweep.json                          # every scheme
@@ -14,6 +15,8 @@
 mod dump;
 #[path = "posenc/named_arg.rs"]
 mod named_arg;
+#[path = "posenc/rope.rs"]
+mod rope;
 #[cfg(feature = "train")]
 #[path = "posenc/train_cli.rs"]
 mod train_cli;
@@ -49,6 +52,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Json, global = true)]
         format: Format,
     },
+    /// What a model's RoPE configuration means: frequencies, wavelengths against the original
+    /// and extended length, cos/sin scale, softmax and logit multipliers (text, or --json).
+    Rope(rope::RopeArgs),
     /// The results table of a sweep's results folder as markdown: mean and standard deviation
     /// over seeds at each length, parameters and seeds; with per-window losses, each model's
     /// change from the shortest length to the longest with its uncertainty over seeds and over
@@ -245,6 +251,7 @@ fn run(cli: Cli) -> Result<String, String> {
             return posenc::results::report(&results, mode.as_deref(), reference.as_deref())
                 .map_err(|e| e.to_string())
         }
+        Command::Rope(args) => return rope::run(&args),
         #[cfg(feature = "train")]
         Command::Train(args) => return train_cli::train(*args),
         #[cfg(feature = "train")]
