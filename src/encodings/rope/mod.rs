@@ -38,7 +38,7 @@ use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
 use super::{ensure_queries_fit, query_position, PositionScheme};
-use crate::error::{ensure, ensure_shape, Result};
+use crate::error::{ensure, ensure_even, ensure_shape, Result};
 pub use engine::{query_weights, stale_cache_error, Misreading};
 pub use extend::{self_extend_distance, SelfExtend};
 pub use longrope::LongRope;
@@ -175,12 +175,7 @@ pub fn rope_half(x: ArrayView2<f32>, cos: &Array2<f32>, sin: &Array2<f32>) -> Re
 /// # Errors
 /// When `dim` is odd or zero.
 pub fn interleaved_to_half(dim: usize) -> Result<Vec<usize>> {
-    ensure(
-        dim >= 2 && dim.is_multiple_of(2),
-        "dim",
-        dim,
-        "an even number >= 2",
-    )?;
+    ensure_even("dim", dim)?;
     Ok((0..dim).step_by(2).chain((1..dim).step_by(2)).collect())
 }
 
