@@ -168,6 +168,6 @@ test-notebook-helpers: notebooks-prewarm
 		notebook::
 	$(STAGE) notebook-doc-tests scripts/notebook-cargo test --features notebook --doc notebook
 
-# The README's notebook performance figures (--cold: also a build from nothing, minutes).
+# The notebook performance figures of docs/performance.md (--cold: also a build from nothing, minutes).
 notebook-timings: notebook-setup notebooks-prewarm
 	$(NB) timings --collection --jobs $(NOTEBOOK_JOBS) $(TIMINGS_ARGS)

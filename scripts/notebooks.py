@@ -11,7 +11,7 @@ Run with the project's virtualenv (scripts/setup creates it): .venv/bin/python s
                     each of --slots build slots, so that they hold every notebook dependency
   check-clean [NB]  fail if a notebook carries outputs or execution counts (nbstripout --verify)
   strip [NB...]     remove outputs and execution counts in place (nbstripout)
-  timings           print the performance figures of the README (see --help)
+  timings           print the performance figures of docs/performance.md (see --help)
 
 A notebook fails when a cell raises an error (compile error, panic, kernel death), when a
 cell writes to stderr (evcxr prints an `Err` returned by `?` there and carries on) unless
@@ -609,7 +609,7 @@ def main():
     p.add_argument("notebooks", nargs="*")
     p.set_defaults(func=cmd_strip)
 
-    p = sub.add_parser("timings", help="measure the README's performance figures")
+    p = sub.add_parser("timings", help="measure the performance figures of docs/performance.md")
     p.add_argument("--cold", action="store_true",
                    help="also build from nothing in a temporary directory (minutes)")
     p.add_argument("--collection", action="store_true",

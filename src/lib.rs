@@ -41,10 +41,10 @@ pub mod prelude {
     pub use crate::attention::{attention, AttentionOutput, PositionScheme};
     pub use crate::encodings::alibi::{alibi_bias, alibi_slopes, Alibi};
     pub use crate::encodings::deberta::{
-        deberta_relative_positions, make_log_bucket_position, DebertaRelative,
+        deberta_relative_positions, make_log_bucket_position, DebertaRelative, LogBuckets,
     };
     pub use crate::encodings::fire::Fire;
-    pub use crate::encodings::kerple::{Kerple, KerpleKind};
+    pub use crate::encodings::kerple::{cpd_spectrum, Kerple, KerpleKind};
     pub use crate::encodings::learned::LearnedAbsolute;
     pub use crate::encodings::nope::NoPe;
     pub use crate::encodings::rope::{
@@ -57,7 +57,7 @@ pub mod prelude {
     pub use crate::encodings::sinusoidal::{
         sinusoidal_embedding, sinusoidal_table, SinusoidalAbsolute, SinusoidalLayout,
     };
-    pub use crate::encodings::t5::{relative_position_bucket, T5Bias};
+    pub use crate::encodings::t5::{relative_position_bucket, T5Bias, T5Buckets};
     pub use crate::encodings::temperature::{Temperature, Tempered};
     pub use crate::encodings::tupe::Tupe;
     pub use crate::encodings::xl::{rel_shift, TransformerXl};

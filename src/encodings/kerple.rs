@@ -15,13 +15,18 @@
 //! b^{\text{power}}_{ij} = -r_1\ |i-j|^{r_2}, \quad r_1 > 0,\  0 < r_2 \le 2.
 //! ```
 //!
+//! **Conditional positive definiteness** is a property of the matrix: $B$ is CPD when
+//! $c^\top B c \ge 0$ for every $c$ with $\sum_i c_i = 0$, i.e. when $PBP$ with
+//! $P = I - \mathbf 1 \mathbf 1^\top / n$ (the projection onto zero-sum vectors) has no negative
+//! eigenvalue. [`cpd_spectrum`] computes that spectrum (Jacobi's method, in `f64`).
+//!
 //! Derived step by step, checked and plotted in `notebooks/09_alibi_and_beyond.ipynb`.
 
-use ndarray::Array2;
+use ndarray::{Array1, Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
 use super::{ensure_queries_fit, query_position, PositionScheme};
-use crate::error::{ensure, ensure_positive, invalid, Result};
+use crate::error::{ensure, ensure_positive, ensure_shape, invalid, Result};
 
 /// Which kernel Kerple derives its bias from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -142,6 +147,111 @@ fn kernel(kind: KerpleKind, r1: f64, r2: f64, distance: f64) -> f64 {
     }
 }
 
+/// The eigenvalues of $PBP$, $P = I - \mathbf 1\mathbf 1^\top/n$, in ascending order, with
+/// their unit eigenvectors as the columns of the second array (`[n, n]`).
+///
+/// $P\mathbf 1 = 0$, so the constant vector is always an eigenvector with eigenvalue 0; every
+/// other eigenvector is orthogonal to it, i.e. sums to zero, and for such a $c$,
+/// $c^\top PBP\,c = c^\top B c$. Hence $B$ is conditionally positive definite exactly when the
+/// smallest eigenvalue is not negative, and when it is, its eigenvector is a zero-sum $c$ with
+/// $c^\top B c < 0$: a witness.
+///
+/// # Errors
+/// When `b` is not square, is empty, is not symmetric (up to $10^{-6}$ relative) or holds a
+/// value that is not finite.
+///
+/// # Examples
+/// ```
+/// use posenc::encodings::kerple::cpd_spectrum;
+/// // -|i - j| (ALiBi with slope 1) is CPD; -|i - j|^3 is not
+/// let alibi = ndarray::Array2::from_shape_fn((6, 6), |(i, j)| -(i as f32 - j as f32).abs());
+/// let cubic = alibi.mapv(|b| -b.abs().powi(3));
+/// assert!(cpd_spectrum(alibi.view())?.0[0] > -1e-9);
+/// assert!(cpd_spectrum(cubic.view())?.0[0] < -1.0);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn cpd_spectrum(b: ArrayView2<f32>) -> Result<(Array1<f64>, Array2<f64>)> {
+    let n = b.nrows();
+    ensure(
+        n >= 1,
+        "B",
+        format!("{:?}", b.dim()),
+        "a square matrix of size >= 1",
+    )?;
+    ensure_shape("cpd_spectrum: B", &[n, n], b.shape())?;
+    let b = b.mapv(f64::from);
+    ensure(
+        b.iter().all(|v| v.is_finite()),
+        "B",
+        "a non-finite value",
+        "finite values",
+    )?;
+    let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let asymmetry = b
+        .indexed_iter()
+        .fold(0.0f64, |m, ((i, j), v)| m.max((v - b[[j, i]]).abs()));
+    ensure(
+        asymmetry <= 1e-6 * scale.max(f64::MIN_POSITIVE),
+        "B",
+        format!("asymmetric by {asymmetry:.3e}"),
+        "a symmetric matrix",
+    )?;
+    // P = I - 1 1^T / n, [n, n]
+    let p = Array2::<f64>::eye(n) - 1.0 / n as f64;
+    symmetric_eigen(p.dot(&b).dot(&p))
+}
+
+/// Eigenvalues (ascending) and unit eigenvectors (columns) of a symmetric matrix, by cyclic
+/// Jacobi rotations until the off-diagonal part is negligible.
+fn symmetric_eigen(mut a: Array2<f64>) -> Result<(Array1<f64>, Array2<f64>)> {
+    let n = a.nrows();
+    let mut v = Array2::<f64>::eye(n);
+    let norm2: f64 = a.iter().map(|x| x * x).sum();
+    for _sweep in 0..100 {
+        let off2: f64 = a
+            .indexed_iter()
+            .filter(|((i, j), _)| i != j)
+            .map(|(_, x)| x * x)
+            .sum();
+        if off2 <= 1e-26 * norm2 {
+            break;
+        }
+        for p in 0..n {
+            for q in p + 1..n {
+                if a[[p, q]] == 0.0 {
+                    continue;
+                }
+                // the rotation (c, s) that zeroes a_pq: cot 2phi = (a_qq - a_pp) / (2 a_pq)
+                let theta = (a[[q, q]] - a[[p, p]]) / (2.0 * a[[p, q]]);
+                let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+                let c = 1.0 / (t * t + 1.0).sqrt();
+                let s = t * c;
+                // A <- J^T A J and V <- V J, J the rotation in the (p, q) plane
+                for k in 0..n {
+                    let (akp, akq) = (a[[k, p]], a[[k, q]]);
+                    a[[k, p]] = c * akp - s * akq;
+                    a[[k, q]] = s * akp + c * akq;
+                }
+                for k in 0..n {
+                    let (apk, aqk) = (a[[p, k]], a[[q, k]]);
+                    a[[p, k]] = c * apk - s * aqk;
+                    a[[q, k]] = s * apk + c * aqk;
+                }
+                for k in 0..n {
+                    let (vkp, vkq) = (v[[k, p]], v[[k, q]]);
+                    v[[k, p]] = c * vkp - s * vkq;
+                    v[[k, q]] = s * vkp + c * vkq;
+                }
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&x, &y| a[[x, x]].total_cmp(&a[[y, y]]));
+    let values = order.iter().map(|&i| a[[i, i]]).collect();
+    let vectors = Array2::from_shape_fn((n, n), |(k, i)| v[[k, order[i]]]);
+    Ok((values, vectors))
+}
+
 impl PositionScheme for Kerple {
     fn name(&self) -> String {
         match self.kind {
@@ -158,6 +268,63 @@ impl PositionScheme for Kerple {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jacobi_finds_the_eigenpairs_of_a_symmetric_matrix() {
+        // [[2, 1], [1, 2]]: eigenvalues 1 and 3
+        let (values, _) = symmetric_eigen(ndarray::array![[2.0, 1.0], [1.0, 2.0]]).unwrap();
+        assert!((values[0] - 1.0).abs() < 1e-12 && (values[1] - 3.0).abs() < 1e-12);
+        // a seeded symmetric 9 x 9: A V = V diag(values), V orthonormal
+        let r = crate::encodings::init::Seeded::new(3)
+            .normal((9, 9), 1.0)
+            .unwrap();
+        let a = (&r + &r.t()).mapv(f64::from);
+        let (values, vectors) = symmetric_eigen(a.clone()).unwrap();
+        let residual = &a.dot(&vectors) - &(&vectors * &values);
+        assert!(residual.iter().all(|x| x.abs() < 1e-9), "{residual}");
+        let gram = vectors.t().dot(&vectors) - Array2::<f64>::eye(9);
+        assert!(gram.iter().all(|x| x.abs() < 1e-12));
+        assert!(values.windows(2).into_iter().all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn cpd_spectrum_separates_allowed_and_forbidden_penalties() {
+        let n = 32;
+        for (kind, r2) in [
+            (KerpleKind::Log, 0.5),
+            (KerpleKind::Power, 0.5),
+            (KerpleKind::Power, 2.0),
+        ] {
+            let b = Kerple::new(kind, vec![1.0], vec![r2])
+                .unwrap()
+                .bias(0, n, n)
+                .unwrap();
+            let (values, vectors) = cpd_spectrum(b.view()).unwrap();
+            assert!(values[0] > -1e-6, "{kind:?} r2 = {r2}: {}", values[0]);
+            // the constant vector lies in the eigenspace of 0 (-(i - j)^2 has more zeros)
+            let constant = Array1::from_elem(n, 1.0 / (n as f64).sqrt());
+            let in_null_space: f64 = (0..n)
+                .filter(|&i| values[i].abs() < 1e-6)
+                .map(|i| vectors.column(i).dot(&constant).powi(2))
+                .sum();
+            assert!((in_null_space - 1.0).abs() < 1e-9, "{kind:?} r2 = {r2}");
+        }
+        // r2 = 3 is outside (0, 2]: a zero-sum c with c^T B c < 0
+        let cubic = Array2::from_shape_fn((n, n), |(i, j)| -(i as f32 - j as f32).abs().powi(3));
+        let (values, vectors) = cpd_spectrum(cubic.view()).unwrap();
+        let c = vectors.column(0);
+        let quad = c.dot(&cubic.mapv(f64::from).dot(&c));
+        assert!(values[0] < -1.0 && (quad - values[0]).abs() < 1e-6 * values[0].abs());
+        assert!(c.sum().abs() < 1e-9);
+    }
+
+    #[test]
+    fn cpd_spectrum_refuses_what_is_not_a_symmetric_matrix() {
+        assert!(cpd_spectrum(Array2::<f32>::zeros((2, 3)).view()).is_err());
+        assert!(cpd_spectrum(Array2::<f32>::zeros((0, 0)).view()).is_err());
+        assert!(cpd_spectrum(ndarray::array![[0.0f32, 1.0], [0.0, 0.0]].view()).is_err());
+        assert!(cpd_spectrum(ndarray::array![[f32::NAN]].view()).is_err());
+    }
     use proptest::prelude::*;
 
     /// Oracle: the formula entry by entry.

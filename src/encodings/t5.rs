@@ -135,6 +135,62 @@ impl T5Buckets {
             self.bucket(j as i64 - query_position(i, lq, lk) as i64)
         }))
     }
+
+    /// The relative positions `from..=to` grouped into runs of one bucket, in order: each run is
+    /// `(first, last, bucket)`. Scanned, not derived: the table of which positions share a
+    /// bucket, as the bucket function itself decides it.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::encodings::t5::T5Buckets;
+    /// let encoder = T5Buckets::new(32, 128, true)?;
+    /// // keys 8..15 positions back (r = -15..=-8): two buckets of four distances each
+    /// assert_eq!(encoder.runs(-15, -8), vec![(-15, -12, 9), (-11, -8, 8)]);
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn runs(&self, from: i64, to: i64) -> Vec<(i64, i64, usize)> {
+        let mut runs: Vec<(i64, i64, usize)> = Vec::new();
+        for r in from..=to {
+            let b = self.bucket(r);
+            match runs.last_mut() {
+                Some(run) if run.2 == b => run.1 = r,
+                _ => runs.push((r, r, b)),
+            }
+        }
+        runs
+    }
+
+    /// Where log bucket `bucket` starts on the distance axis, in closed form: the distance $a$
+    /// at which $e + \ln(a/e)/\ln(\text{max\_distance}/e)\,(n'-e)$ reaches `bucket`,
+    ///
+    /// ```math
+    /// a_b = e\,\Big(\frac{\text{max\_distance}}{e}\Big)^{(b-e)/(n'-e)},
+    /// ```
+    ///
+    /// so the first integer distance in it is $\lceil a_b \rceil$. For bidirectional buckets
+    /// `bucket` counts within one side ($0..n'$). `None` for an exact bucket ($b < e$) or past
+    /// the last ($b \ge n'$).
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::encodings::t5::T5Buckets;
+    /// let encoder = T5Buckets::new(32, 128, true)?;
+    /// // the last bucket starts at 8 * 16^(7/8) = 90.5, not at max_distance = 128
+    /// let last = encoder.log_bucket_start(15).unwrap();
+    /// assert!((last - 90.51).abs() < 0.01);
+    /// assert_eq!(encoder.bucket(-91), 15);
+    /// assert_eq!(encoder.bucket(-90), 14);
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn log_bucket_start(&self, bucket: usize) -> Option<f64> {
+        let (n, e) = (self.buckets_per_sign(), self.max_exact());
+        if bucket < e || bucket >= n {
+            return None;
+        }
+        let ratio = self.max_distance as f64 / e as f64;
+        // e (max_distance / e)^((b - e) / (n' - e))
+        Some(e as f64 * ratio.powf((bucket - e) as f64 / (n - e) as f64))
+    }
 }
 
 /// `_relative_position_bucket` of Hugging Face's T5, for one relative position
@@ -323,6 +379,49 @@ mod tests {
                 if sign < 0 || bidirectional {
                     prop_assert!(next >= here, "r={} -> {}, next {}", sign * a, here, next);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn runs_cover_the_range_in_order_with_one_bucket_each() {
+        let causal = T5Buckets::new(32, 128, false).unwrap();
+        let runs = causal.runs(-200, 5);
+        assert_eq!(runs.first().unwrap().0, -200);
+        assert_eq!(
+            runs.last().unwrap(),
+            &(0, 5, 0),
+            "the future shares bucket 0 with r = 0"
+        );
+        for (w, next) in runs.iter().zip(runs.iter().skip(1)) {
+            assert_eq!(w.1 + 1, next.0);
+            assert_ne!(w.2, next.2);
+            assert!((w.0..=w.1).all(|r| causal.bucket(r) == w.2));
+        }
+        assert!(causal.runs(3, 2).is_empty());
+    }
+
+    #[test]
+    fn log_buckets_start_at_the_first_integer_above_the_closed_form() {
+        for (nb, md, bidirectional) in [
+            (32, 128, true),
+            (32, 128, false),
+            (64, 256, true),
+            (8, 20, false),
+        ] {
+            let b = T5Buckets::new(nb, md, bidirectional).unwrap();
+            let (n, e) = (b.buckets_per_sign(), b.max_exact());
+            assert_eq!(b.log_bucket_start(e - 1), None);
+            assert_eq!(b.log_bucket_start(n), None);
+            for bucket in e..n {
+                let first = (0..10_000i64).find(|&a| b.bucket(-a) == bucket).unwrap();
+                let start = b.log_bucket_start(bucket).unwrap();
+                // the closed form in f64 against the bucket function in f32: the same integer
+                assert_eq!(
+                    first,
+                    (start - 1e-9).ceil() as i64,
+                    "{nb}/{md}/{bidirectional}: {bucket}"
+                );
             }
         }
     }

@@ -16,8 +16,11 @@
 //! + \frac{1}{\sqrt{2d}}\ (p_i U^Q)(p_j U^K)^\top + b_{j-i}.
 //! ```
 //!
-//! Left out: the paper's special untied treatment of the `[CLS]` token, and per-head $U$
-//! (one pair of projections serves every head here).
+//! The paper also unties the `[CLS]` token from positions: in the position term, the row of
+//! `[CLS]` (at position 0) and the column of every token attending to it are replaced by two
+//! learned scalars, so that `[CLS]`, which summarises the whole sequence, is not drawn to its
+//! neighbours ([`reset_cls`]). A causal byte model has no `[CLS]`, so [`Tupe`] itself leaves the
+//! reset out, as it does per-head $U$ (one pair of projections serves every head here).
 //!
 //! Derived step by step, checked and plotted in `notebooks/06_deberta_tupe.ipynb`.
 
@@ -149,6 +152,41 @@ impl Tupe {
     }
 }
 
+/// TUPE's `[CLS]` reset of a square position term $v$ (queries and keys at the same positions,
+/// `[CLS]` at position 0): its row becomes $\theta_1$ (`[CLS]` attending to every token), the
+/// rest of its column $\theta_2$ (every other token attending to `[CLS]`):
+///
+/// ```math
+/// \operatorname{reset}_\theta(v)_{ij} = \begin{cases} \theta_1 & i = 0 \\
+/// \theta_2 & i \ne 0,\ j = 0 \\ v_{ij} & \text{otherwise.} \end{cases}
+/// ```
+///
+/// # Errors
+/// When `term` is empty or not square.
+///
+/// # Examples
+/// ```
+/// use posenc::encodings::tupe::reset_cls;
+/// let v = ndarray::array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]];
+/// let reset = reset_cls(v.view(), -1.0, -2.0)?;
+/// assert_eq!(reset, ndarray::array![[-1.0, -1.0, -1.0], [-2.0, 5.0, 6.0], [-2.0, 8.0, 9.0]]);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn reset_cls(term: ArrayView2<f32>, theta_1: f32, theta_2: f32) -> Result<Array2<f32>> {
+    let (lq, lk) = term.dim();
+    ensure(
+        lq >= 1 && lq == lk,
+        "position term",
+        format!("[{lq}, {lk}]"),
+        "a square matrix (queries and keys at the same positions, [CLS] first)",
+    )?;
+    let mut reset = term.to_owned();
+    // theta_1 on the [CLS] row, theta_2 on the rest of its column
+    reset.row_mut(0).fill(theta_1);
+    reset.slice_mut(s![1.., 0]).fill(theta_2);
+    Ok(reset)
+}
+
 /// The scale of content and position scores, $1/\sqrt{2d}$ for content and position term alike.
 pub fn score_scale(head_dim: usize) -> f32 {
     1.0 / (2.0 * head_dim as f32).sqrt()
@@ -186,6 +224,24 @@ impl PositionScheme for Tupe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reset_cls_replaces_the_cls_row_and_column_only() {
+        let term = Array2::from_shape_fn((4, 4), |(i, j)| (10 * i + j) as f32);
+        let reset = reset_cls(term.view(), 0.5, -0.5).unwrap();
+        for ((i, j), &v) in reset.indexed_iter() {
+            let want = if i == 0 {
+                0.5
+            } else if j == 0 {
+                -0.5
+            } else {
+                term[[i, j]]
+            };
+            assert_eq!(v, want, "({i}, {j})");
+        }
+        assert!(reset_cls(Array2::<f32>::zeros((2, 3)).view(), 0.0, 0.0).is_err());
+        assert!(reset_cls(Array2::<f32>::zeros((0, 0)).view(), 0.0, 0.0).is_err());
+    }
     use crate::attention::attention;
     use crate::encodings::init::seeded_normal;
 

@@ -3,6 +3,8 @@
 //! search for a marker on its line; the crate's own tests parse the same files with
 //! `serde_json`.
 
+use crate::encodings::rope::RopeFrequencies;
+use crate::error::ensure;
 use crate::{Error, Result};
 
 /// The line of `text` that holds `marker` and the text after `"field": ` on it.
@@ -75,6 +77,61 @@ pub fn golden_number(text: &str, marker: &str, field: &str) -> Result<f64> {
         .map_err(|e| Error::Io(format!("golden: {field:?} of {marker:?}: {e}")))
 }
 
+/// The largest distance between `ours` and `golden` in units in the last place of `f32`
+/// (the golden files write exact `f32` values as JSON numbers): 0 when they are the same
+/// numbers, 1 when they are neighbours.
+///
+/// # Errors
+/// When the lengths differ.
+///
+/// # Examples
+/// ```
+/// use posenc::notebook::prelude::*;
+/// let next = f32::from_bits(0.5f32.to_bits() + 1);
+/// assert_eq!(max_ulps(&[1.0, next], &[1.0, 0.5])?, 1);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn max_ulps(ours: &[f32], golden: &[f64]) -> Result<u32> {
+    ensure(
+        ours.len() == golden.len(),
+        "values",
+        ours.len(),
+        &format!("as many as the golden values ({})", golden.len()),
+    )?;
+    Ok(ours
+        .iter()
+        .zip(golden)
+        .map(|(a, b)| (i64::from(a.to_bits()) - i64::from((*b as f32).to_bits())).unsigned_abs())
+        .max()
+        .map_or(0, |u| u.min(u64::from(u32::MAX)) as u32))
+}
+
+/// How far `freqs` is from the case `name` of `tests/golden/rope.json` (the frequencies
+/// Hugging Face transformers computes for it): the largest distance of an inverse frequency
+/// in ulps of `f32` ([`max_ulps`]) and the absolute difference of the attention factors.
+///
+/// # Errors
+/// [`Error::Io`] when the file has no case `name` (or it lacks a field), and an error when
+/// the number of frequencies differs.
+///
+/// # Examples
+/// ```
+/// use posenc::notebook::prelude::*;
+/// let text = "{\"name\": \"tiny\", \"inv_freq\": [1.0, 0.01], \"attention_factor\": 1.0},";
+/// let ours = RopeConfig::new(4, 10_000.0)?.frequencies(None)?;
+/// assert_eq!(rope_golden_distance(text, "tiny", &ours)?, (0, 0.0));
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn rope_golden_distance(text: &str, name: &str, freqs: &RopeFrequencies) -> Result<(u32, f64)> {
+    let marker = format!("\"name\": \"{name}\"");
+    let inv_freq = golden_array(text, &marker, "inv_freq")?;
+    let factor = golden_number(text, &marker, "attention_factor")?;
+    Ok((
+        max_ulps(&freqs.inv_freq, &inv_freq)?,
+        (f64::from(freqs.attention_factor) - factor).abs(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +153,21 @@ mod tests {
         assert!(golden_array(TEXT, "\"name\": \"b\"", "inv_freq")
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn ulps_count_the_f32_steps_between_values() {
+        let up = |x: f32, n: u32| f32::from_bits(x.to_bits() + n);
+        assert_eq!(max_ulps(&[0.25, up(0.5, 3)], &[0.25, 0.5]).unwrap(), 3);
+        assert_eq!(max_ulps(&[], &[]).unwrap(), 0);
+        assert!(max_ulps(&[1.0], &[1.0, 2.0]).is_err());
+        let ours = RopeFrequencies {
+            inv_freq: vec![1.0, up(0.5, 1), 0.25],
+            attention_factor: 1.25,
+        };
+        assert_eq!(rope_golden_distance(TEXT, "a", &ours).unwrap(), (1, 0.25));
+        assert!(rope_golden_distance(TEXT, "b", &ours).is_err());
+        assert!(rope_golden_distance(TEXT, "c", &ours).is_err());
     }
 
     #[test]

@@ -10,15 +10,24 @@
 //! because this module re-exports the crates the notebooks use ([`ndarray`], [`ndarray_rand`],
 //! [`plotly`], [`polars`] and its CSV reader [`polars_io`]) next to three kinds of helper:
 //!
-//! - **figures**: [`heatmap`], [`lines`], [`lines_xy`] and [`lines_df`] build the plots the notebooks draw
-//!   again and again with named options (`heatmap(&z).title("..").x("..").y("..")`), from
-//!   array views, vectors or DataFrame columns; [`Heatmap::figure`] and [`Lines::figure`] give
-//!   the [`Figure`] (a [`plotly::Plot`] that displays itself offline) for anything else;
+//! - **figures**: [`heatmap`], [`panels`], [`lines`], [`lines_xy`] and [`lines_df`] build the
+//!   plots the notebooks draw again and again with named options
+//!   (`heatmap(&z).title("..").x("..").y("..")`), from array views, vectors or DataFrame
+//!   columns; [`Heatmap::figure`] and [`Lines::figure`] give the [`Figure`] (a
+//!   [`plotly::Plot`] that displays itself offline) for anything else;
+//! - **relative positions across schemes**: [`toeplitz_err`] (does a matrix depend on $j - i$
+//!   only?), [`PositionMap`] and [`position_maps`] (which distance each scheme treats a distance
+//!   as, with the trained region shaded), [`weights_by_distance`], [`mass_window`] and
+//!   [`constant_from`] (one query's attention over 8k keys when content is silent), and the
+//!   tables [`sign_conventions`] and [`scheme_summary`]; [`bucket_ranges`], which relative
+//!   positions share each T5 bucket; [`wavelengths`], RoPE's wavelength spectrum against the
+//!   training and target lengths;
 //! - **checks**: [`check`] stops a cell on a false claim, [`try_check`] returns it as a
 //!   `Result`, [`check_that`] stops it on a false inequality or property (with the numbers
 //!   behind it), [`max_err`] measures the largest difference of two arrays, [`randn`] makes
 //!   seeded random inputs; [`golden_array`] and [`golden_number`] read the golden files of
-//!   `tests/golden/`;
+//!   `tests/golden/`, [`rope_golden_distance`] measures RoPE frequencies against one of its
+//!   cases in ulps ([`max_ulps`]);
 //! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
 //!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
 //!   ends in a `Figure` or a `DataFrame` displays it the same way;
@@ -50,12 +59,16 @@ pub mod prelude {
 }
 
 mod binary;
+mod buckets;
 mod check;
 mod display;
 mod figures;
 mod golden;
+mod relative;
 pub mod results;
+mod schemes;
 mod table;
+mod wavelengths;
 
 pub use ::ndarray;
 pub use ::ndarray_rand;
@@ -65,15 +78,21 @@ pub use ::polars_io;
 pub use ::serde_json;
 
 pub use binary::{posenc_binary, run_posenc};
+pub use buckets::bucket_ranges;
 pub use check::{check, check_that, max_err, randn, try_check, CheckFailed};
 pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,
     PLOTLY_JSON_MIME,
 };
 pub use figures::{
-    heatmap, lines, lines_df, lines_with_bands, lines_xy, BandSeries, Heatmap, Lines, ToF64,
-    Values, PALETTE,
+    heatmap, lines, lines_df, lines_with_bands, lines_xy, panels, BandSeries, Heatmap, Lines,
+    Panels, ToF64, Values, MAX_PANELS, PALETTE,
 };
-pub use golden::{golden_array, golden_number};
+pub use golden::{golden_array, golden_number, max_ulps, rope_golden_distance};
 pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
+pub use relative::{
+    constant_from, mass_window, position_maps, toeplitz_err, weights_by_distance, PositionMap,
+};
+pub use schemes::{scheme_summary, sign_conventions, SUMMARY_CONFIG};
 pub use table::{df_to_html, df_to_html_with, TableOptions};
+pub use wavelengths::wavelengths;

@@ -18,9 +18,12 @@
 //! ```
 //!
 //! Rotations keep norms. Which dimensions form a pair is a memory layout:
-//! **interleaved** ($x_{2i}, x_{2i+1}$; GPT-J, RoFormer, [`rope_interleaved`]) or
-//! **half** ($x_i, x_{i+d/2}$; GPT-NeoX, LLaMA, [`rope_half`]); they agree up to the
-//! permutation [`interleaved_to_half`]. Context extension ([`RopeScaling`]) changes only
+//! **interleaved** ($x_{2i}, x_{2i+1}$; GPT-J, RoFormer, Meta's LLaMA code,
+//! [`rope_interleaved`]) or **half** ($x_i, x_{i+d/2}$; GPT-NeoX, Hugging Face's
+//! `rotate_half`, [`rope_half`]); they agree up to the permutation [`interleaved_to_half`],
+//! which is why Hugging Face's LLaMA conversion permutes the rows of $W_q$ and $W_k$. The
+//! same rotation as a matrix, and Su et al.'s decay bound: [`rotation_matrix`],
+//! [`decay_bound`]. Context extension ([`RopeScaling`]) changes only
 //! the frequencies (and for YaRN an attention factor multiplying cos and sin).
 //!
 //! Derived step by step, checked and plotted in `notebooks/07_rope.ipynb`; RoPE as real
@@ -30,6 +33,7 @@
 mod engine;
 mod extend;
 mod longrope;
+mod matrix;
 mod model;
 mod precision;
 mod scaling;
@@ -42,6 +46,7 @@ use crate::error::{ensure, ensure_even, ensure_shape, Result};
 pub use engine::{query_weights, stale_cache_error, Misreading};
 pub use extend::{self_extend_distance, SelfExtend};
 pub use longrope::LongRope;
+pub use matrix::{decay_bound, rotation_matrix};
 pub use model::{LayerRope, LayerScaling, ModelRope, RopeSummary};
 pub use precision::{phase_error, wrapped_difference, AnglePrecision};
 pub use scaling::{
@@ -53,9 +58,10 @@ pub use scaling::{
 /// Which dimensions form a rotated pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum RopeLayout {
-    /// Pairs $(x_{2i}, x_{2i+1})$: GPT-J, RoFormer.
+    /// Pairs $(x_{2i}, x_{2i+1})$: GPT-J, RoFormer, Meta's LLaMA code.
     Interleaved,
-    /// Pairs $(x_i, x_{i+d/2})$: GPT-NeoX, LLaMA, Hugging Face's `rotate_half`.
+    /// Pairs $(x_i, x_{i+d/2})$: GPT-NeoX, Hugging Face's `rotate_half` (its LLaMA after the
+    /// conversion permutes $W_q$ and $W_k$).
     #[default]
     Half,
 }

@@ -10,37 +10,6 @@ fn plain(dim: usize) -> RopeFrequencies {
         .unwrap()
 }
 
-/// The naive oracle: build the block-diagonal rotation matrix R_m and multiply.
-fn rotation_matrix(m: f64, freqs: &RopeFrequencies) -> Array2<f32> {
-    let d = 2 * freqs.inv_freq.len();
-    let mut r = Array2::zeros((d, d));
-    for (i, &theta) in freqs.inv_freq.iter().enumerate() {
-        let (s, c) = (
-            (m * theta as f64).sin() as f32,
-            (m * theta as f64).cos() as f32,
-        );
-        r[[2 * i, 2 * i]] = c;
-        r[[2 * i, 2 * i + 1]] = -s;
-        r[[2 * i + 1, 2 * i]] = s;
-        r[[2 * i + 1, 2 * i + 1]] = c;
-    }
-    r
-}
-
-#[test]
-fn interleaved_equals_the_block_diagonal_matrix() {
-    let freqs = plain(8);
-    let x = random(5, 8, 1);
-    let positions: Vec<f64> = (0..5).map(|m| m as f64 * 3.0).collect();
-    let fast = apply_rope(x.view(), &positions, &freqs, RopeLayout::Interleaved).unwrap();
-    for (m, &p) in positions.iter().enumerate() {
-        let naive = rotation_matrix(p, &freqs).dot(&x.row(m));
-        for c in 0..8 {
-            assert!((fast[[m, c]] - naive[c]).abs() < 1e-5);
-        }
-    }
-}
-
 #[test]
 fn two_dimensional_rotation_by_m_theta() {
     // d = 2: theta_0 = 1, so position m rotates by m radians

@@ -1,9 +1,9 @@
 //! Heatmaps of matrices ([`heatmap`]): a sinusoidal table, a bias or bucket matrix, an
 //! attention map.
 
-use ndarray::{ArrayBase, Data, Ix2};
+use ndarray::{Array2, ArrayBase, Data, Ix2};
 use plotly::common::{ColorBar, ColorScale, ColorScalePalette};
-use plotly::layout::Axis;
+use plotly::layout::{Annotation, Axis};
 use plotly::{HeatMap, Plot};
 
 use super::{bundle_or_error, labelled, Labels, ToF64, Values};
@@ -24,6 +24,10 @@ pub struct Heatmap {
     y_values: Option<Vec<f64>>,
     labels: Labels,
     colorbar: String,
+    /// A text per cell, written on it.
+    cell_text: Option<Vec<Vec<String>>>,
+    /// Row 0 at the top, one tick per row and column, as a matrix is printed.
+    top_down: bool,
 }
 
 /// A heatmap of `z` (any element type that converts to `f64`, an owned array or a view).
@@ -54,6 +58,8 @@ where
         y_values: None,
         labels: Labels::default(),
         colorbar: String::new(),
+        cell_text: None,
+        top_down: false,
     }
 }
 
@@ -78,12 +84,35 @@ impl Heatmap {
         self
     }
 
+    /// A text written on each cell (`text[i][j]` on row `i`, column `j`): what a small matrix
+    /// holds, with the colour for something else (the row it came from, say).
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::notebook::prelude::*;
+    /// let labels = Array2::from_shape_fn((2, 3), |(i, j)| format!("q{i}·r{j}"));
+    /// let fig = heatmap(&Array2::from_shape_fn((2, 3), |(i, _)| i)).cell_text(&labels).top_down().figure()?;
+    /// assert!(fig.to_json().contains("q1·r2"));
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn cell_text(mut self, text: &Array2<String>) -> Self {
+        self.cell_text = Some(text.rows().into_iter().map(|r| r.to_vec()).collect());
+        self
+    }
+
+    /// Row 0 at the top and a tick on every row and column, as a matrix is printed (plotly
+    /// puts row 0 at the bottom).
+    pub fn top_down(mut self) -> Self {
+        self.top_down = true;
+        self
+    }
+
     /// The figure.
     ///
     /// # Errors
     /// - [`Error::InvalidParameter`] if `z` has no element;
     /// - [`Error::ShapeMismatch`] if the x values are not one per column or the y values not
-    ///   one per row.
+    ///   one per row, or the cell texts are not one per cell.
     pub fn figure(&self) -> Result<Figure> {
         let (rows, cols) = (self.z.len(), self.cols);
         ensure(
@@ -94,10 +123,11 @@ impl Heatmap {
         )?;
         let x = coordinates(&self.x_values, cols, "heatmap: one x value per column")?;
         let y = coordinates(&self.y_values, rows, "heatmap: one y value per row")?;
+        let (x, y) = (x.as_slice(), y.as_slice());
         let finite = || self.z.iter().flatten().copied().filter(|v| v.is_finite());
         let min = finite().fold(f64::INFINITY, f64::min);
         let max = finite().fold(f64::NEG_INFINITY, f64::max);
-        let mut trace = HeatMap::new(x, y, self.z.clone())
+        let mut trace = HeatMap::new(x.to_vec(), y.to_vec(), self.z.clone())
             .color_bar(ColorBar::new().title(self.colorbar.as_str()));
         if min < 0.0 && max > 0.0 {
             trace = trace
@@ -107,7 +137,38 @@ impl Heatmap {
         }
         let mut plot = Plot::new();
         plot.add_trace(trace);
-        plot.set_layout(self.labels.layout(Axis::new(), Axis::new()));
+        let (x_axis, y_axis) = if self.top_down {
+            let top = vec![
+                y.iter().copied().fold(f64::NEG_INFINITY, f64::max) + 0.5,
+                y[0] - 0.5,
+            ];
+            (Axis::new().dtick(1.0), Axis::new().dtick(1.0).range(top))
+        } else {
+            (Axis::new(), Axis::new())
+        };
+        let mut layout = self.labels.layout(x_axis, y_axis);
+        if let Some(text) = &self.cell_text {
+            if text.len() != rows || text.iter().any(|r| r.len() != cols) {
+                return Err(Error::ShapeMismatch {
+                    context: "heatmap: one cell text per cell",
+                    expected: format!("{rows}x{cols}"),
+                    found: format!("{} rows", text.len()),
+                });
+            }
+            let notes = (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j)));
+            layout = layout.annotations(
+                notes
+                    .map(|(i, j)| {
+                        Annotation::new()
+                            .x(x[j])
+                            .y(y[i])
+                            .text(text[i][j].as_str())
+                            .show_arrow(false)
+                    })
+                    .collect(),
+            );
+        }
+        plot.set_layout(layout);
         Ok(Figure::new(plot))
     }
 }
@@ -171,6 +232,26 @@ mod tests {
         assert_eq!(fig["layout"]["height"], 300);
         let wrong = heatmap(&buckets).x_values(&[1, 2, 3]).figure();
         assert!(matches!(wrong, Err(Error::ShapeMismatch { .. })));
+    }
+
+    #[test]
+    fn cell_text_and_top_down_draw_a_printed_matrix() {
+        let z = array![[0.0f32, 1.0], [1.0, 2.0], [2.0, 3.0]];
+        let text = Array2::from_shape_fn((3, 2), |(i, j)| format!("{i},{j}"));
+        let fig = json(&heatmap(&z).cell_text(&text).top_down().figure().unwrap());
+        let notes = fig["layout"]["annotations"].as_array().unwrap();
+        assert_eq!(notes.len(), 6);
+        assert_eq!(
+            (
+                notes[5]["text"].as_str(),
+                notes[5]["x"].as_f64(),
+                notes[5]["y"].as_f64()
+            ),
+            (Some("2,1"), Some(1.0), Some(2.0))
+        );
+        assert_eq!(fig["layout"]["yaxis"]["range"][0], 2.5, "row 0 on top");
+        let wrong = Array2::from_elem((2, 2), String::new());
+        assert!(heatmap(&z).cell_text(&wrong).figure().is_err());
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct Lines {
     markers: bool,
     /// Where the x axis has its ticks and labels (plotly's choice when `None`).
     x_ticks: Option<Vec<f64>>,
+    /// `(from, to, name)`: a shaded range of x values behind the lines.
+    regions: Vec<(f64, f64, String)>,
 }
 
 /// One line per named series, all over the same `x`; names may be `&str` or `String`, values
@@ -62,6 +64,7 @@ where
         log_y: false,
         markers: false,
         x_ticks: None,
+        regions: Vec::new(),
     }
 }
 
@@ -93,6 +96,7 @@ where
         log_y: false,
         markers: false,
         x_ticks: None,
+        regions: Vec::new(),
     }
 }
 
@@ -188,6 +192,7 @@ pub fn lines_df(df: &DataFrame, x: &str, y: &str, color: Option<&str>) -> Result
         log_y: false,
         markers: false,
         x_ticks: None,
+        regions: Vec::new(),
     })
 }
 
@@ -244,6 +249,24 @@ impl Lines {
     ) -> Self {
         self.bands
             .push((name.into(), lower.to_f64_vec(), upper.to_f64_vec()));
+        self
+    }
+
+    /// A grey shaded range of x values, `from` to `to`, behind the lines and as high as they
+    /// reach, with a legend entry `name`: the lengths a model was trained on, say.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::notebook::prelude::*;
+    /// let fig = lines(&[1, 10, 100], &[("loss", vec![2.0, 1.5, 4.0])])
+    ///     .region(1.0, 10.0, "trained lengths")
+    ///     .log_x().title("Loss by length").x("length").y("loss")
+    ///     .figure()?;
+    /// assert!(fig.to_json().contains("trained lengths"));
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn region(mut self, from: f64, to: f64, name: impl Into<String>) -> Self {
+        self.regions.push((from, to, name.into()));
         self
     }
 
@@ -345,6 +368,15 @@ impl Lines {
                 }
             }
         }
+        for (from, to, name) in &self.regions {
+            if !(from.is_finite() && to.is_finite() && from < to) || (self.log_x && *from <= 0.0) {
+                return Err(invalid(
+                    "region",
+                    format!("{from}..{to} ({name:?})"),
+                    "finite from < to (and from > 0 on a log x axis)",
+                ));
+            }
+        }
         let mode = if self.markers {
             Mode::LinesMarkers
         } else {
@@ -352,7 +384,32 @@ impl Lines {
         };
         let colour = |i: usize| PALETTE[i % PALETTE.len()];
         let mut plot = Plot::new();
-        // the bands first, under every line
+        // the regions first, as high as the lines reach
+        let ys = || {
+            self.series
+                .iter()
+                .flat_map(|(_, _, y)| y.iter().copied())
+                .filter(|v| v.is_finite())
+        };
+        let (bottom, top) = (
+            ys().fold(f64::INFINITY, f64::min),
+            ys().fold(f64::NEG_INFINITY, f64::max),
+        );
+        for (from, to, name) in &self.regions {
+            plot.add_trace(
+                Scatter::new(
+                    vec![*from, *to, *to, *from, *from],
+                    vec![bottom, bottom, top, top, bottom],
+                )
+                .name(name)
+                .mode(Mode::Lines)
+                .fill(Fill::ToSelf)
+                .fill_color("rgba(128,128,128,0.15)")
+                .line(Line::new().width(0.0))
+                .hover_info(HoverInfo::Skip),
+            );
+        }
+        // the bands next, under every line
         for (name, lower, upper) in &self.bands {
             let i = self
                 .series
@@ -585,6 +642,29 @@ mod tests {
         assert!(matches!(e, Err(Error::InvalidParameter { name: "y", .. })));
         let nan = base().band("a", &[f64::NAN, 1.0], &[2.0, 2.0]).figure();
         assert!(nan.is_err());
+    }
+
+    #[test]
+    fn a_region_is_shaded_under_the_lines_as_high_as_they_reach() {
+        let fig = lines(&[1.0, 10.0, 100.0], &[("a", vec![0.5, 2.0, 8.0])])
+            .region(1.0, 10.0, "trained")
+            .log_x()
+            .figure()
+            .unwrap();
+        let fig = json(&fig);
+        let region = &fig["data"][0];
+        assert_eq!(region["name"], "trained");
+        assert_eq!(region["fill"], "toself");
+        assert_eq!(region["x"][1], 10.0);
+        assert_eq!(
+            (region["y"][0].as_f64(), region["y"][2].as_f64()),
+            (Some(0.5), Some(8.0))
+        );
+        assert_eq!(fig["data"][1]["name"], "a");
+        let base = || lines(&[1.0, 2.0], &[("a", vec![2.0, 3.0])]);
+        assert!(base().region(2.0, 1.0, "inverted").figure().is_err());
+        assert!(base().region(0.0, 1.0, "at 0").log_x().figure().is_err());
+        assert!(base().region(f64::NAN, 1.0, "nan").figure().is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The figures the notebooks draw again and again, with named options in the spirit of plotly
-//! express, one file per family: [`heatmap`] (`heatmap(&z).title("..").x("..").y("..")`) and
-//! [`lines`] (`lines(&x, &series).log_y()`, `lines_xy`, `lines_with_bands`, and
+//! express, one file per family: [`heatmap`] (`heatmap(&z).title("..").x("..").y("..")`),
+//! [`panels`] (one heatmap per head, side by side on one scale) and [`lines`]
+//! (`lines(&x, &series).log_y()`, `lines_xy`, `lines_with_bands`, and
 //! `lines_df(&df, "x column", "y column", Some("colour column"))`).
 //!
 //! A builder ([`Heatmap`], [`Lines`]) displays itself when a cell ends in it; [`Heatmap::figure`]
@@ -14,9 +15,11 @@
 
 mod heatmap;
 mod lines;
+mod panels;
 
 pub use heatmap::{heatmap, Heatmap};
 pub use lines::{lines, lines_df, lines_with_bands, lines_xy, BandSeries, Lines, PALETTE};
+pub use panels::{panels, Panels, MAX_PANELS};
 
 use ndarray::{ArrayBase, Data, Ix1};
 use plotly::color::NamedColor;
