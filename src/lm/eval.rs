@@ -33,7 +33,7 @@ use crate::lm::progress::progress_bar;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-use crate::encodings::rope::RopeScaling;
+use crate::encodings::rope::{RampBounds, RopeScaling};
 pub use crate::encodings::rope::ScalingKind;
 use crate::error::{invalid, Error, Result};
 use crate::io::csv::csv_bytes;
@@ -54,6 +54,9 @@ pub struct InferenceScaling {
     /// A fixed factor, or `None` for $L / L_{orig}$ at each evaluated length $L$, with
     /// $L_{orig}$ the model's original length ([`original_len`]).
     pub factor: Option<f64>,
+    /// YaRN's betas and Llama 3's frequency factors (the references' by default).
+    #[serde(default)]
+    pub bounds: RampBounds,
 }
 
 /// What to evaluate.
@@ -63,6 +66,11 @@ pub struct EvalOptions {
     pub lengths: Vec<usize>,
     /// Window layout.
     pub mode: Mode,
+    /// The longest length of the evaluation these rows pair with, when it is not the longest
+    /// of `lengths`: the first target byte in matched mode and the window stride in
+    /// nonoverlap mode are its, so that a model scored at fewer lengths scores the same bytes
+    /// (a sweep's fine-tunes). `None`: the longest of `lengths`.
+    pub longest: Option<usize>,
     /// Only the first `max_bytes` bytes of the split.
     pub max_bytes: Option<usize>,
     /// Bytes per target segment in matched mode (the unit of the `windows` rows).
@@ -136,7 +144,7 @@ impl EvalPlan {
                     .iter()
                     .map(|&l| {
                         let f = s.factor.unwrap_or(l as f64 / original as f64);
-                        (l, s.kind.scaling(f, original))
+                        (l, s.kind.scaling_with(f, original, &s.bounds))
                     })
                     .collect()
             }
@@ -185,6 +193,15 @@ pub fn evaluate_windows(
     let text = read_split(&opts.corpus, &opts.split)?;
     let plan = EvalPlan::new(c, opts)?;
     let l_max = *opts.lengths.iter().max().unwrap_or(&1);
+    // the longest length of the evaluation these rows pair with: the region and the stride
+    let span = opts.longest.unwrap_or(l_max);
+    if span < l_max {
+        return Err(invalid(
+            "longest",
+            span,
+            format!("at least the longest evaluated length {l_max}"),
+        ));
+    }
     let factor_at = |l: usize| {
         plan.scaling_at
             .iter()
@@ -236,9 +253,9 @@ pub fn evaluate_windows(
     let mut results = Vec::new();
     match opts.mode {
         Mode::Nonoverlap => {
-            let starts = window_starts(text.len(), l_max, l_max, opts.max_bytes);
+            let starts = window_starts(text.len(), span, span, opts.max_bytes);
             if starts.is_empty() {
-                return Err(too_short(l_max));
+                return Err(too_short(span));
             }
             // (sum of the first l losses, l) of every window
             let prefixes = |rows: &[Vec<f32>], l: usize| -> Vec<(f64, usize)> {
@@ -276,7 +293,7 @@ pub fn evaluate_windows(
             }
         }
         Mode::Matched => {
-            let region = TargetRegion::new(text.len(), l_max, opts.segment_bytes, opts.max_bytes)?;
+            let region = TargetRegion::new(text.len(), span, opts.segment_bytes, opts.max_bytes)?;
             let segment_starts = region.segment_starts();
             for &(l, scaling) in &plan.scaling_at {
                 let windows = region.windows(l);
