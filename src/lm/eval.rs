@@ -33,8 +33,8 @@ use crate::lm::progress::progress_bar;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-use crate::encodings::rope::{RampBounds, RopeScaling};
 pub use crate::encodings::rope::ScalingKind;
+use crate::encodings::rope::{RampBounds, RopeScaling};
 use crate::error::{invalid, Error, Result};
 use crate::io::csv::csv_bytes;
 use crate::io::write_atomic;

@@ -146,7 +146,10 @@ fn matched_mode_scores_the_same_targets_at_every_length() {
     let c = ModelConfig::tiny(Scheme::Alibi);
     let lm = Lm::new(&c, 4, &device).unwrap();
     for mode in [Mode::Matched, Mode::Nonoverlap] {
-        let all = EvalOptions { mode, ..opts.clone() };
+        let all = EvalOptions {
+            mode,
+            ..opts.clone()
+        };
         let (rows, windows) = evaluate_windows(&lm, &info(&c), "base", &all, &device).unwrap();
         let fewer = EvalOptions {
             lengths: vec![6, 12],
@@ -160,13 +163,22 @@ fn matched_mode_scores_the_same_targets_at_every_length() {
         assert_eq!(some.len(), 2);
         for (a, b) in some.iter().zip(&rows) {
             assert_eq!((a.eval_len, a.tokens_scored), (b.eval_len, b.tokens_scored));
-            assert!(close(a.nats_per_byte, b.nats_per_byte), "{mode}: {a:?} {b:?}");
+            assert!(
+                close(a.nats_per_byte, b.nats_per_byte),
+                "{mode}: {a:?} {b:?}"
+            );
         }
         let short: Vec<_> = windows.iter().filter(|w| w.eval_len < 24).collect();
         assert_eq!(some_windows.len(), short.len(), "{mode}");
         for (a, b) in some_windows.iter().zip(short) {
-            assert_eq!((a.eval_len, a.start, a.bytes), (b.eval_len, b.start, b.bytes));
-            assert!(close(a.nats_per_byte, b.nats_per_byte), "{mode}: {a:?} {b:?}");
+            assert_eq!(
+                (a.eval_len, a.start, a.bytes),
+                (b.eval_len, b.start, b.bytes)
+            );
+            assert!(
+                close(a.nats_per_byte, b.nats_per_byte),
+                "{mode}: {a:?} {b:?}"
+            );
         }
         // without it, the region starts at 12
         let own = EvalOptions {

@@ -25,8 +25,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::scaling::{
-    default_inv_freq, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR,
-    YARN_BETA_FAST, YARN_BETA_SLOW,
+    default_inv_freq, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, YARN_BETA_FAST,
+    YARN_BETA_SLOW,
 };
 use super::{RopeConfig, RopeScaling};
 use crate::error::Result;

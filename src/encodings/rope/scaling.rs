@@ -149,7 +149,12 @@ impl ScalingKind {
 
     /// [`ScalingKind::scaling`] with YaRN's betas and Llama 3's frequency factors from
     /// `bounds` (the other kinds have no ramp and ignore them).
-    pub fn scaling_with(&self, factor: f64, original_max: usize, bounds: &RampBounds) -> RopeScaling {
+    pub fn scaling_with(
+        &self,
+        factor: f64,
+        original_max: usize,
+        bounds: &RampBounds,
+    ) -> RopeScaling {
         match self {
             Self::Linear => RopeScaling::Linear { factor },
             Self::Ntk => RopeScaling::NtkAware { factor },

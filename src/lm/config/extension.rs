@@ -88,10 +88,10 @@ pub struct FinetuneControl {
 /// a longer length": a scheme that needs no scaling, fine-tuned from its own checkpoint with the
 /// same bytes, lengths, steps and schedule, and scored the same way. By default ALiBi at every
 /// factor, so that each RoPE fine-tune row has a control at its own length (the effect of extra
-/// training at length $128f$ need not be the same at every $f$), for half the cost of the RoPE
-/// fine-tunes (one control per factor against two scalings); and T5 at the largest factor only,
-/// a second scheme where the extra training weighs the most (its longest sequences) at about a
-/// quarter of that.
+/// training at length $128f$ need not be the same at every $f$), for half the bytes of the RoPE
+/// fine-tunes (one control per factor against two scalings); and T5, a learned bias, at the
+/// largest factor only, where the extra training reaches the most unseen distances, for a
+/// quarter of ALiBi's bytes (T5 trains about half as fast as RoPE at 2048 bytes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepFinetune {
@@ -213,7 +213,10 @@ impl SweepConfig {
     /// The training of a budget-control model with `seed`: `multiple` times the steps.
     pub fn budget_train(&self, seed: u64) -> TrainConfig {
         TrainConfig {
-            steps: self.train.steps.saturating_mul(self.budget_control.multiple),
+            steps: self
+                .train
+                .steps
+                .saturating_mul(self.budget_control.multiple),
             seed,
             ..self.train.clone()
         }
@@ -242,7 +245,9 @@ impl SweepConfig {
     /// # Errors
     /// The first invalid value, named by its key.
     pub(super) fn validate_extension(&self) -> Result<()> {
-        self.rope_bounds.validate().map_err(|e| e.context("rope_bounds"))?;
+        self.rope_bounds
+            .validate()
+            .map_err(|e| e.context("rope_bounds"))?;
         let ft = &self.finetune;
         let lengths = &self.eval.lengths;
         let base_len = self.model.train_len;
@@ -264,7 +269,10 @@ impl SweepConfig {
                 ft.valid_every >= 1 && ft.steps / ft.valid_every >= 2,
                 "finetune.valid_every",
                 ft.valid_every,
-                &format!("from 1 to half of finetune.steps ({}): at least two validation points", ft.steps),
+                &format!(
+                    "from 1 to half of finetune.steps ({}): at least two validation points",
+                    ft.steps
+                ),
             )?;
         }
         for (scheme, scaling, factor) in finetunes {
@@ -317,7 +325,10 @@ impl SweepConfig {
 
     /// Checks that `seeds` are distinct, at least one, and seeds of the sweep.
     fn check_seeds(&self, key: &'static str, seeds: &[u64]) -> Result<()> {
-        let distinct = seeds.iter().collect::<std::collections::BTreeSet<_>>().len();
+        let distinct = seeds
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         ensure(
             !seeds.is_empty()
                 && distinct == seeds.len()
@@ -382,14 +393,23 @@ mod tests {
     /// The same counts from r_i against the bounds alone: YaRN keeps r >= beta_fast (and pair
     /// 0 when its ramp's start is clipped to 0) and interpolates r <= beta_slow; Llama 3 keeps
     /// r > high and interpolates r < low. A ramped pair with r < 1 is past its training angles.
-    fn from_rotations(dim: usize, base: f64, l: usize, kind: ScalingKind, b: &RampBounds) -> [usize; 3] {
+    fn from_rotations(
+        dim: usize,
+        base: f64,
+        l: usize,
+        kind: ScalingKind,
+        b: &RampBounds,
+    ) -> [usize; 3] {
         let r = rotations(dim, base, l);
         let bands: Vec<Band> = r
             .iter()
             .enumerate()
             .map(|(i, &r)| {
                 let (kept, interpolated) = match kind {
-                    ScalingKind::Yarn => (r >= b.beta_fast || (i == 0 && r < b.beta_fast), r <= b.beta_slow),
+                    ScalingKind::Yarn => (
+                        r >= b.beta_fast || (i == 0 && r < b.beta_fast),
+                        r <= b.beta_slow,
+                    ),
                     _ => (r > b.high_freq_factor, r < b.low_freq_factor),
                 };
                 if kept {
@@ -441,7 +461,10 @@ mod tests {
         assert!(r[0] < 32.0 && (r[0] - 20.37).abs() < 0.01);
         // the shares the doc compares: 5/16 against LLaMA 2's 21/64 and LLaMA 1's 17/64
         let share = |k: usize, n: usize| (100.0 * k as f64 / n as f64).round();
-        assert_eq!([share(5, 16), share(21, 64), share(17, 64)], [31.0, 33.0, 27.0]);
+        assert_eq!(
+            [share(5, 16), share(21, 64), share(17, 64)],
+            [31.0, 33.0, 27.0]
+        );
         // the matched bounds: pairs 6-10 (wavelengths 1.6 to 16 times L) turn 3.1 to 11.7
         // times further at factor 16 than in training
         let scaling = yarn.scaling_with(16.0, 128, &matched);
@@ -456,7 +479,10 @@ mod tests {
         let further: Vec<f64> = (6..=10)
             .map(|i| 16.0 * f64::from(f.inv_freq[i]) / f64::from(plain.inv_freq[i]))
             .collect();
-        assert!((further[0] - 11.714).abs() < 1e-3 && (further[4] - 3.143).abs() < 1e-3, "{further:?}");
+        assert!(
+            (further[0] - 11.714).abs() < 1e-3 && (further[4] - 3.143).abs() < 1e-3,
+            "{further:?}"
+        );
         assert!((1.0 / r[6] - 1.55).abs() < 0.01 && (1.0 / r[10] - 15.5).abs() < 0.1);
         // the largest kept share with low 1: pairs 0-5 with high just above r_5 = 1.15
         assert!((r[5] - 1.1456).abs() < 1e-4);
@@ -516,8 +542,10 @@ mod tests {
         assert!(bad(r#"{"finetune": {"factors": [2, 2]}}"#).contains("each value once"));
         assert!(bad(r#"{"schemes": ["t5", "t5"]}"#).contains("invalid schemes = T5"));
         // a control's factor is checked like the others', naming the control
-        assert!(bad(r#"{"finetune": {"controls": [{"scheme": "alibi", "factors": [3]}]}}"#)
-            .contains("invalid finetune factor = 3"));
+        assert!(
+            bad(r#"{"finetune": {"controls": [{"scheme": "alibi", "factors": [3]}]}}"#)
+                .contains("invalid finetune factor = 3")
+        );
         let e = serde_json::from_str::<SweepConfig>(
             r#"{"finetune": {"controls": [{"scheme": "alibi", "factor": [2]}]}}"#,
         )

@@ -55,7 +55,12 @@ impl SweepConfig {
     ///
     /// # Errors
     /// An evaluation split too short for the longest length.
-    pub fn costs(&self, items: &[Item], valid_len: usize, eval_len: usize) -> Result<Vec<ItemCost>> {
+    pub fn costs(
+        &self,
+        items: &[Item],
+        valid_len: usize,
+        eval_len: usize,
+    ) -> Result<Vec<ItemCost>> {
         items
             .iter()
             .map(|item| self.item_cost(item, valid_len, eval_len))
@@ -93,7 +98,8 @@ impl SweepConfig {
             let opts = e.options(mode, &lengths, scaling, Path::new(""));
             let plan = EvalPlan::new(&model, &opts)?;
             let budget = e.budget(mode);
-            let mut add = |l: usize, windows: usize| *positions.entry(l).or_default() += windows * l;
+            let mut add =
+                |l: usize, windows: usize| *positions.entry(l).or_default() += windows * l;
             match mode {
                 Mode::Matched => {
                     let region = TargetRegion::new(eval_len, longest, e.segment_bytes, budget)?;
@@ -229,17 +235,15 @@ mod tests {
         assert_eq!(base.valid_positions, 2 * 3 * 128);
         let want = |nonoverlap: [(usize, usize); 2]| -> Vec<(usize, usize)> {
             (0..2)
-                .map(|k| {
-                    (
-                        matched[k].0,
-                        matched[k].1 + nonoverlap[k].1 + sliding[k].1,
-                    )
-                })
+                .map(|k| (matched[k].0, matched[k].1 + nonoverlap[k].1 + sliding[k].1))
                 .collect()
         };
         assert_eq!(base.eval_positions, want([(128, 0), (256, 2 * 256)]));
         let ntk = &costs[1];
-        assert_eq!((ntk.steps, ntk.train_bytes(), ntk.valid_positions), (0, 0, 0));
+        assert_eq!(
+            (ntk.steps, ntk.train_bytes(), ntk.valid_positions),
+            (0, 0, 0)
+        );
         assert_eq!(ntk.eval_positions, want([(128, 2 * 128), (256, 2 * 256)]));
         // the fine-tune: 4 steps of 1 x 256 bytes (batch 2 / factor 2), validation every 2
         // steps (2 points) on 1 window of 256 of the 512 bytes; scored at 128 and 256 in the
@@ -255,7 +259,10 @@ mod tests {
         assert!(text.contains("rope-ft-yarn-x2/seed0"), "{text}");
         assert!(text.contains("4 x 1 x 256"), "{text}");
         // training: 5120 + 10240 at 128, 1024 at 256
-        assert!(text.contains("training 0.0 MB (0.0 M at 128, 0.0 M at 256)"), "{text}");
+        assert!(
+            text.contains("training 0.0 MB (0.0 M at 128, 0.0 M at 256)"),
+            "{text}"
+        );
         assert!(text.starts_with("item"), "{text}");
     }
 }

@@ -189,7 +189,9 @@ pub(super) fn run_item(
     };
     // normally there from the item before; trained here when this item runs without it, by
     // the first of this run's workers that needs it (the others wait, then find it done)
-    let base_dir = item.needs().map(|scheme| (scheme, config.base_dir(scheme, seed)));
+    let base_dir = item
+        .needs()
+        .map(|scheme| (scheme, config.base_dir(scheme, seed)));
     if let Some((scheme, dir)) = &base_dir {
         if !base_usable(config, *scheme, seed, corpus_digest) {
             let writer = locks.writer(dir)?;

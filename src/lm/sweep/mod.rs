@@ -1,7 +1,9 @@
 //! The sweep: every scheme trained with the same data order, steps and model size; every
 //! checkpoint evaluated at every length; RoPE also with PI / NTK / dynamic NTK / YaRN / Llama3
-//! at inference and fine-tuned briefly at a longer length with PI and with YaRN. Results go
-//! to one CSV (rewritten after each model, so a partial sweep leaves partial results), and a
+//! at inference, and fine-tuned at every length factor with PI and with YaRN beside the
+//! equal-extra-bytes controls (`plan.rs` names them, `crate::lm::config::SweepFinetune` states
+//! the budget rule); some schemes trained again with more bytes (the budget control). Results
+//! go to one CSV (rewritten after each model, so a partial sweep leaves partial results), and a
 //! finished checkpoint is reused rather than retrained when everything it was trained from is
 //! the same: model, training, precision, the training text (its digest) and, for a fine-tune,
 //! the weights it started from (their digest).
@@ -15,10 +17,10 @@
 //! would write the same checkpoints or items is refused at once, and shards (disjoint items)
 //! run side by side into one folder, their merges of the tables one at a time.
 //!
-//! The plan (items, `--only`, `--shard`) is in `plan.rs`, where each item writes in
-//! `store.rs`, the reuse policy in `reuse.rs`, one item's training and evaluation in
-//! `item.rs`, the locks in `locks.rs`, the worker threads in `queue.rs`; this module checks
-//! everything and runs them.
+//! The plan (items, `--only`, `--shard`) is in `plan.rs`, what each item costs (`--plan`) in
+//! `cost.rs`, where each item writes in `store.rs`, the reuse policy in `reuse.rs`, one item's
+//! training and evaluation in `item.rs`, the locks in `locks.rs`, the worker threads in
+//! `queue.rs`; this module checks everything and runs them.
 
 mod cost;
 mod item;
@@ -43,16 +45,16 @@ use crate::lm::eval::{Mode, ResultRow};
 use crate::lm::model::Scheme;
 use crate::lm::train::log_line;
 pub use crate::results::CurveRow;
+pub use cost::{plan_text, ItemCost};
 use item::{print_rows, run_item};
 use locks::SweepLocks;
-pub use cost::{plan_text, ItemCost};
 pub use plan::{Item, Selection};
 use queue::run_queue;
 use store::merge_outputs;
 pub use store::SweepTiming;
 
 /// Runs the chosen items of the sweep with `jobs` items at a time (each item trains or
-/// evaluates one model; items that use a RoPE checkpoint wait for it). Each finished item
+/// evaluates one model; items that use another model's checkpoint wait for it). Each finished item
 /// writes its rows, windows and training curve to its own files next to the results CSV
 /// (`items/`, `windows/`, `curves/`), and the results CSV and `curves.csv` are then rebuilt
 /// from every item file there, so an interrupted sweep resumes where it stopped and shards run
@@ -179,7 +181,11 @@ mod tests {
         // and it is written out whole: every key, as `posenc sweep --print-config` prints it
         let text = std::fs::read_to_string(&path).unwrap();
         let printed = serde_json::to_string_pretty(&SweepConfig::read(&path).unwrap()).unwrap();
-        assert_eq!(text.trim_end(), printed, "data/configs/sweep.json is not printed whole");
+        assert_eq!(
+            text.trim_end(),
+            printed,
+            "data/configs/sweep.json is not printed whole"
+        );
     }
 
     #[test]

@@ -371,7 +371,16 @@ mod tests {
             shard(1, 4),
             ["alibi/seed0", "alibi-ft-x4/seed0", "alibi/seed1"]
         );
-        assert_eq!(shard(2, 4), ["t5-ft-x2/seed0", "rope/seed2", "rope/ntk/seed2", "rope-ft-yarn-x2/seed2", "rope-ft-yarn-x4/seed2"]);
+        assert_eq!(
+            shard(2, 4),
+            [
+                "t5-ft-x2/seed0",
+                "rope/seed2",
+                "rope/ntk/seed2",
+                "rope-ft-yarn-x2/seed2",
+                "rope-ft-yarn-x4/seed2"
+            ]
+        );
         let mut all: Vec<String> = (0..3).flat_map(|i| shard(i, 3)).collect();
         all.sort();
         let mut every = names(&items);
@@ -381,7 +390,11 @@ mod tests {
             only: vec!["rope-ft-yarn/seed0".into()],
             shard: None,
         };
-        assert!(bad.choose(&items).unwrap_err().to_string().contains("--only"));
+        assert!(bad
+            .choose(&items)
+            .unwrap_err()
+            .to_string()
+            .contains("--only"));
     }
 
     #[test]

@@ -56,11 +56,7 @@ pub(super) fn run_queue<R>(
     // a needed model that this run does not train is ready (or missing) already
     let ready: HashMap<Base, bool> = needed
         .iter()
-        .filter(|&&(scheme, seed)| {
-            !chosen
-                .iter()
-                .any(|&i| items[i] == Item::Base(scheme, seed))
-        })
+        .filter(|&&(scheme, seed)| !chosen.iter().any(|&i| items[i] == Item::Base(scheme, seed)))
         .map(|&b| (b, true))
         .collect();
     let shared = Shared {
