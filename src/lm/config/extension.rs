@@ -286,7 +286,7 @@ impl SweepConfig {
                 ),
             )?;
             ensure(
-                ft.batch % factor == 0,
+                ft.batch.is_multiple_of(factor),
                 "finetune.batch",
                 ft.batch,
                 &format!("a multiple of every factor ({factor}: a fine-tune at factor f takes batch / f sequences)"),
