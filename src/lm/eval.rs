@@ -66,11 +66,6 @@ pub struct EvalOptions {
     pub lengths: Vec<usize>,
     /// Window layout.
     pub mode: Mode,
-    /// The longest length of the evaluation these rows pair with, when it is not the longest
-    /// of `lengths`: the first target byte in matched mode and the window stride in
-    /// nonoverlap mode are its, so that a model scored at fewer lengths scores the same bytes
-    /// (a sweep's fine-tunes). `None`: the longest of `lengths`.
-    pub longest: Option<usize>,
     /// Only the first `max_bytes` bytes of the split.
     pub max_bytes: Option<usize>,
     /// Bytes per target segment in matched mode (the unit of the `windows` rows).
@@ -193,15 +188,6 @@ pub fn evaluate_windows(
     let text = read_split(&opts.corpus, &opts.split)?;
     let plan = EvalPlan::new(c, opts)?;
     let l_max = *opts.lengths.iter().max().unwrap_or(&1);
-    // the longest length of the evaluation these rows pair with: the region and the stride
-    let span = opts.longest.unwrap_or(l_max);
-    if span < l_max {
-        return Err(invalid(
-            "longest",
-            span,
-            format!("at least the longest evaluated length {l_max}"),
-        ));
-    }
     let factor_at = |l: usize| {
         plan.scaling_at
             .iter()
@@ -253,9 +239,9 @@ pub fn evaluate_windows(
     let mut results = Vec::new();
     match opts.mode {
         Mode::Nonoverlap => {
-            let starts = window_starts(text.len(), span, span, opts.max_bytes);
+            let starts = window_starts(text.len(), l_max, l_max, opts.max_bytes);
             if starts.is_empty() {
-                return Err(too_short(span));
+                return Err(too_short(l_max));
             }
             // (sum of the first l losses, l) of every window
             let prefixes = |rows: &[Vec<f32>], l: usize| -> Vec<(f64, usize)> {
@@ -293,7 +279,7 @@ pub fn evaluate_windows(
             }
         }
         Mode::Matched => {
-            let region = TargetRegion::new(text.len(), span, opts.segment_bytes, opts.max_bytes)?;
+            let region = TargetRegion::new(text.len(), l_max, opts.segment_bytes, opts.max_bytes)?;
             let segment_starts = region.segment_starts();
             for &(l, scaling) in &plan.scaling_at {
                 let windows = region.windows(l);

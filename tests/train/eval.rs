@@ -23,7 +23,6 @@ fn options(dir: &std::path::Path, lengths: Vec<usize>) -> EvalOptions {
     EvalOptions {
         lengths,
         mode: Mode::Nonoverlap,
-        longest: None,
         max_bytes: Some(400),
         segment_bytes: 64,
         split: "valid".into(),
@@ -141,65 +140,6 @@ fn matched_mode_scores_the_same_targets_at_every_length() {
         }
     }
     assert!(starts_of_every_model.windows(2).all(|w| w[0] == w[1]));
-    // fewer lengths with the longest of the full evaluation (a sweep's fine-tunes): the same
-    // segments and windows, so the same rows, in matched and nonoverlap mode
-    let c = ModelConfig::tiny(Scheme::Alibi);
-    let lm = Lm::new(&c, 4, &device).unwrap();
-    for mode in [Mode::Matched, Mode::Nonoverlap] {
-        let all = EvalOptions {
-            mode,
-            ..opts.clone()
-        };
-        let (rows, windows) = evaluate_windows(&lm, &info(&c), "base", &all, &device).unwrap();
-        let fewer = EvalOptions {
-            lengths: vec![6, 12],
-            longest: Some(24),
-            ..all.clone()
-        };
-        let (some, some_windows) =
-            evaluate_windows(&lm, &info(&c), "base", &fewer, &device).unwrap();
-        // matched: the same passes, to the bit; nonoverlap: prefixes of a shorter pass
-        let close = |a: f64, b: f64| a == b || (mode == Mode::Nonoverlap && (a - b).abs() < 1e-5);
-        assert_eq!(some.len(), 2);
-        for (a, b) in some.iter().zip(&rows) {
-            assert_eq!((a.eval_len, a.tokens_scored), (b.eval_len, b.tokens_scored));
-            assert!(
-                close(a.nats_per_byte, b.nats_per_byte),
-                "{mode}: {a:?} {b:?}"
-            );
-        }
-        let short: Vec<_> = windows.iter().filter(|w| w.eval_len < 24).collect();
-        assert_eq!(some_windows.len(), short.len(), "{mode}");
-        for (a, b) in some_windows.iter().zip(short) {
-            assert_eq!(
-                (a.eval_len, a.start, a.bytes),
-                (b.eval_len, b.start, b.bytes)
-            );
-            assert!(
-                close(a.nats_per_byte, b.nats_per_byte),
-                "{mode}: {a:?} {b:?}"
-            );
-        }
-        // without it, the region starts at 12
-        let own = EvalOptions {
-            longest: None,
-            ..fewer.clone()
-        };
-        let (_, own_windows) = evaluate_windows(&lm, &info(&c), "base", &own, &device).unwrap();
-        assert_ne!(own_windows, some_windows, "{mode}");
-        let e = evaluate(
-            &lm,
-            &info(&c),
-            "base",
-            &EvalOptions {
-                longest: Some(8),
-                ..fewer
-            },
-            &device,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("invalid longest = 8"), "{e}");
-    }
     // too short a budget for one segment after the longest length: the numbers are named
     let short = EvalOptions {
         max_bytes: Some(120),

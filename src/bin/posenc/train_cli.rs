@@ -337,7 +337,6 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
     let opts = EvalOptions {
         lengths: a.lengths.clone(),
         mode: a.mode,
-        longest: None,
         max_bytes,
         segment_bytes,
         split,

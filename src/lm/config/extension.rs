@@ -82,7 +82,9 @@ pub struct FinetuneControl {
 /// 200 steps of 4096 bytes (32 $\times$ 128 at factor 1, 2 $\times$ 2048 at factor 16):
 /// 819,200 bytes, a tenth of a from-scratch training, with the validation loss every 50 steps.
 /// A RoPE fine-tune at $f$ uses the scaling with factor $f$ and original length `train_len`;
-/// it is scored at $f \cdot$ `train_len` and at `train_len`, both with that scaling.
+/// it is scored with that scaling at every length of the sweep, its own ($f \cdot$ `train_len`)
+/// and `train_len` among them, so that its rows pair with its base model's and the table keeps
+/// one column per length (the `scaling_factor` column says $f$ at every length).
 ///
 /// **The controls** ([`FinetuneControl`]) separate the fine-tunes' gain from "more training at
 /// a longer length": a scheme that needs no scaling, fine-tuned from its own checkpoint with the

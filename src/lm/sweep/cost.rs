@@ -89,13 +89,13 @@ impl SweepConfig {
             }
             None => (0, 0, 0),
         };
-        let lengths = self.item_lengths(item);
+        let lengths = &self.eval.lengths;
         let scaling = self.item_scaling(item);
         let e = &self.eval;
         let longest = e.lengths.iter().copied().max().unwrap_or(1);
         let mut positions: BTreeMap<usize, usize> = BTreeMap::new();
         for &mode in &e.modes {
-            let opts = e.options(mode, &lengths, scaling, Path::new(""));
+            let opts = e.options(mode, scaling, Path::new(""));
             let plan = EvalPlan::new(&model, &opts)?;
             let budget = e.budget(mode);
             let mut add =
@@ -103,21 +103,20 @@ impl SweepConfig {
             match mode {
                 Mode::Matched => {
                     let region = TargetRegion::new(eval_len, longest, e.segment_bytes, budget)?;
-                    for &l in &lengths {
+                    for &l in lengths {
                         add(l, region.windows(l).len());
                     }
                 }
                 Mode::Nonoverlap => {
                     let n = window_starts(eval_len, longest, longest, budget).len();
-                    let own = lengths.iter().copied().max().unwrap_or(1);
                     if plan.one_pass {
-                        add(own, n);
+                        add(longest, n);
                     } else {
                         lengths.iter().for_each(|&l| add(l, n));
                     }
                 }
                 Mode::Sliding => {
-                    for &l in &lengths {
+                    for &l in lengths {
                         add(l, window_starts(eval_len, l, (l / 2).max(1), budget).len());
                     }
                 }
@@ -246,8 +245,8 @@ mod tests {
         );
         assert_eq!(ntk.eval_positions, want([(128, 2 * 128), (256, 2 * 256)]));
         // the fine-tune: 4 steps of 1 x 256 bytes (batch 2 / factor 2), validation every 2
-        // steps (2 points) on 1 window of 256 of the 512 bytes; scored at 128 and 256 in the
-        // sweep's windows (one nonoverlap pass at 256)
+        // steps (2 points) on 1 window of 256 of the 512 bytes; scored as the base model (its
+        // scaling fixed: one nonoverlap pass)
         let ft = &costs[2];
         assert_eq!((ft.steps, ft.batch, ft.train_len), (4, 1, 256));
         assert_eq!(ft.valid_positions, 2 * 256);

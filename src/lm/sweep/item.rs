@@ -21,19 +21,17 @@ use crate::lm::model::{Kernels, ModelConfig, Scheme};
 use crate::lm::train::{load_model, log_line, read_info, TrainConfig};
 
 impl SweepEval {
-    /// The options of one evaluation in `mode` at `lengths` (the sweep's, or a fine-tune's
-    /// two, paired with the sweep's by its longest length), with `scaling` at inference.
+    /// The options of one evaluation in `mode` at the sweep's lengths, with `scaling` at
+    /// inference.
     pub(super) fn options(
         &self,
         mode: Mode,
-        lengths: &[usize],
         scaling: Option<InferenceScaling>,
         corpus: &Path,
     ) -> EvalOptions {
         EvalOptions {
-            lengths: lengths.to_vec(),
+            lengths: self.lengths.clone(),
             mode,
-            longest: self.lengths.iter().copied().max(),
             max_bytes: self.budget(mode),
             segment_bytes: self.segment_bytes,
             split: self.split.clone(),
@@ -46,16 +44,14 @@ impl SweepEval {
         }
     }
 
-    /// Evaluates `model` at `lengths` in every mode: rows of `variant`, with `scaling` at
-    /// inference, and the per-position losses of the longest non-overlapping window written
-    /// to `per_position`.
+    /// Evaluates `model` in every mode: rows of `variant`, with `scaling` at inference, and the
+    /// per-position losses of the longest non-overlapping window written to `per_position`.
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         lm: &crate::lm::model::Lm,
         info: &crate::lm::train::CheckpointInfo,
         variant: &str,
-        lengths: &[usize],
         scaling: Option<InferenceScaling>,
         per_position: Option<PathBuf>,
         corpus: &Path,
@@ -68,7 +64,7 @@ impl SweepEval {
             let opts = EvalOptions {
                 per_position: per_position.clone().filter(|_| mode == Mode::Nonoverlap),
                 progress,
-                ..self.options(mode, lengths, scaling, corpus)
+                ..self.options(mode, scaling, corpus)
             };
             let (r, w) = evaluate_windows(lm, info, variant, &opts, device)?;
             rows.extend(r);
@@ -116,21 +112,9 @@ impl SweepConfig {
         }
     }
 
-    /// The lengths `item` is scored at: a fine-tune's own and the training length, every
-    /// other item the sweep's.
-    pub(super) fn item_lengths(&self, item: &Item) -> Vec<usize> {
-        match *item {
-            Item::Finetune { factor, .. } => {
-                let own = self.model.train_len;
-                vec![own, own * factor]
-            }
-            _ => self.eval.lengths.clone(),
-        }
-    }
-
     /// The scaling `item` applies at inference: its kind with the factor of each length
     /// (dynamic NTK: a fixed factor) and the sweep's bounds; none for the others, which are
-    /// scored as trained (a fine-tune with the scaling of its own factor at both lengths).
+    /// scored as trained (a fine-tune with the scaling of its own factor at every length).
     pub(super) fn item_scaling(&self, item: &Item) -> Option<InferenceScaling> {
         match *item {
             Item::Inference(kind, _) => Some(InferenceScaling {
@@ -254,7 +238,6 @@ pub(super) fn run_item(
             &lm,
             &info,
             &variant,
-            &config.item_lengths(&item),
             config.item_scaling(&item),
             Some(per_position),
             corpus,

@@ -32,8 +32,7 @@ pub enum Item {
     /// Evaluate the RoPE checkpoint with a scaling applied at inference.
     Inference(ScalingKind, u64),
     /// Fine-tune a scheme's checkpoint of the same seed at `factor` times the length (RoPE
-    /// with `scaling` of that factor) and evaluate it at that length and at the training
-    /// length.
+    /// with `scaling` of that factor) and evaluate it at every length, as trained.
     Finetune {
         /// The scheme whose checkpoint it starts from.
         scheme: Scheme,

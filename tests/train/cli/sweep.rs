@@ -155,10 +155,10 @@ fn sweep_items_list_shard_merge_and_resume() {
     run(&whole_config, &[]);
     let table = |dir: &Path| std::fs::read_to_string(dir.join("results/ppl.csv")).unwrap();
     let expected = table(&whole);
-    // 11 items x 2 lengths (a fine-tune's own and the training length) x 2 modes
+    // 11 items x 2 lengths x 2 modes
     assert_eq!(expected.lines().count(), 1 + 11 * 2 * 2, "{expected}");
     // the fine-tunes: scored at 16 and 32 with the scaling of their factor 2 (the control
-    // without one), at train_len 32
+    // without one), trained at 32
     let rows = |variant: &str| -> Vec<Vec<String>> {
         expected
             .lines()
