@@ -7,6 +7,7 @@
 //! posenc train --scheme alibi --steps 600 --out /tmp/alibi                # feature `train`
 //! posenc eval --checkpoint data/checkpoints/rope --scaling yarn --lengths 128,512,2048
 //! posenc sweep --config data/configs/sweep.json                          # every scheme
+//! posenc sweep --config data/configs/sweep.json --plan                   # its items' cost
 //! posenc export attention --checkpoint data/checkpoints/t5 --length 2048 --pool 32
 //! posenc report --results data/results                                   # README's table
 //! ```

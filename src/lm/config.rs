@@ -5,10 +5,12 @@
 //! bounds included, before anything is built or trained.
 
 pub mod checkpoint;
+pub mod extension;
 pub mod sweep;
 
 pub use checkpoint::{CheckpointInfo, WeightDtype};
-pub use sweep::{check_lengths, Mode, SweepConfig, SweepEval, SweepFinetune};
+pub use extension::{FinetuneControl, SweepBudget, SweepFinetune, SWEEP_RAMP};
+pub use sweep::{check_lengths, Mode, SweepConfig, SweepEval};
 
 use std::fmt;
 

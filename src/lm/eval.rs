@@ -33,8 +33,8 @@ use crate::lm::progress::progress_bar;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-use crate::encodings::rope::RopeScaling;
 pub use crate::encodings::rope::ScalingKind;
+use crate::encodings::rope::{RampBounds, RopeScaling};
 use crate::error::{invalid, Error, Result};
 use crate::io::csv::csv_bytes;
 use crate::io::write_atomic;
@@ -54,6 +54,9 @@ pub struct InferenceScaling {
     /// A fixed factor, or `None` for $L / L_{orig}$ at each evaluated length $L$, with
     /// $L_{orig}$ the model's original length ([`original_len`]).
     pub factor: Option<f64>,
+    /// YaRN's betas and Llama 3's frequency factors (the references' by default).
+    #[serde(default)]
+    pub bounds: RampBounds,
 }
 
 /// What to evaluate.
@@ -136,7 +139,7 @@ impl EvalPlan {
                     .iter()
                     .map(|&l| {
                         let f = s.factor.unwrap_or(l as f64 / original as f64);
-                        (l, s.kind.scaling(f, original))
+                        (l, s.kind.scaling_with(f, original, &s.bounds))
                     })
                     .collect()
             }

@@ -3,6 +3,7 @@
 //! the same loss curve; f16 weights evaluate within 0.01 nats/byte of f32.
 
 use burn::tensor::Device;
+use posenc::encodings::rope::RampBounds;
 use posenc::lm::checkpoint::WeightDtype;
 use posenc::lm::eval::{
     evaluate, evaluate_windows, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind,
@@ -162,6 +163,7 @@ fn dynamic_ntk_needs_a_pass_per_length() {
     let dynamic = InferenceScaling {
         kind: ScalingKind::Dynamic,
         factor: Some(4.0),
+        bounds: RampBounds::default(),
     };
     let mut opts = options(dir, vec![12, 48]);
     opts.scaling = Some(dynamic);
@@ -192,12 +194,14 @@ fn dynamic_ntk_needs_a_pass_per_length() {
     fixed.scaling = Some(InferenceScaling {
         kind: ScalingKind::Yarn,
         factor: Some(4.0),
+        bounds: RampBounds::default(),
     });
     assert!(EvalPlan::new(&c, &fixed).unwrap().one_pass);
     // per-length factors do not
     fixed.scaling = Some(InferenceScaling {
         kind: ScalingKind::Linear,
         factor: None,
+        bounds: RampBounds::default(),
     });
     assert!(!EvalPlan::new(&c, &fixed).unwrap().one_pass);
 }

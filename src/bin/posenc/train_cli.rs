@@ -6,14 +6,14 @@ use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 
 use crate::named_arg::named;
-use posenc::encodings::rope::{RopeScaling, ScalingKind};
+use posenc::encodings::rope::{RampBounds, RopeScaling, ScalingKind};
 use posenc::io::csv::csv_bytes;
 use posenc::io::{ensure_writable, write_atomic};
 use posenc::lm::checkpoint::WeightDtype;
 use posenc::lm::data::{default_corpus_dir, read_split, TargetRegion};
 use posenc::lm::eval::{check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode};
 use posenc::lm::model::{Kernels, ModelConfig, Scheme};
-use posenc::lm::sweep::{sweep as run_sweep, Selection, SweepConfig, SweepEval};
+use posenc::lm::sweep::{plan_text, sweep as run_sweep, Selection, SweepConfig, SweepEval};
 use posenc::lm::train::{load_model, read_info, train as run_train, TrainConfig, TrainRun};
 
 /// Where tensors live.
@@ -332,6 +332,7 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
     let scaling = a.scaling.map(|kind| InferenceScaling {
         kind,
         factor: a.factor,
+        bounds: RampBounds::default(),
     });
     let opts = EvalOptions {
         lengths: a.lengths.clone(),
@@ -371,6 +372,11 @@ pub struct SweepArgs {
     /// stop.
     #[arg(long, conflicts_with = "print_config")]
     list: bool,
+    /// Print the items that the other flags choose with their cost (training steps x
+    /// sequences x bytes, validation and evaluation positions) and the totals by length, and
+    /// stop.
+    #[arg(long, conflicts_with_all = ["print_config", "list"])]
+    plan: bool,
     /// Run only these items (names as --list prints them; repeat or separate by commas).
     /// The results of every item done so far are merged into one CSV.
     #[arg(long, value_delimiter = ',')]
@@ -408,11 +414,23 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     if jobs == 0 {
         return Err("invalid --jobs = 0: allowed is >= 1".into());
     }
-    if a.list {
+    if a.list || a.plan {
         config.validate().map_err(err)?;
         let items = config.items();
-        let chosen = selection.choose(&items).map_err(err)?;
-        let names: Vec<String> = chosen.iter().map(|&i| items[i].name()).collect();
+        let chosen: Vec<_> = selection
+            .choose(&items)
+            .map_err(err)?
+            .into_iter()
+            .map(|i| items[i])
+            .collect();
+        if a.plan {
+            let corpus = a.common.corpus();
+            let valid = read_split(&corpus, "valid").map_err(err)?.len();
+            let eval = read_split(&corpus, &config.eval.split).map_err(err)?.len();
+            let costs = config.costs(&chosen, valid, eval).map_err(err)?;
+            return Ok(plan_text(&costs).trim_end().to_string());
+        }
+        let names: Vec<String> = chosen.iter().map(|i| i.name()).collect();
         return Ok(names.join("\n"));
     }
     let rows = run_sweep(

@@ -30,6 +30,7 @@
 //! models configure it (a model's `config.json` read into these types, [`ModelRope`]), and
 //! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`.
 
+mod bands;
 mod engine;
 mod extend;
 mod longrope;
@@ -43,6 +44,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_even, ensure_shape, Result};
+pub use bands::{pair_bands, rotations, Band, BandCounts, RampBounds};
 pub use engine::{query_weights, stale_cache_error, Misreading};
 pub use extend::{self_extend_distance, SelfExtend};
 pub use longrope::LongRope;

@@ -17,6 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::bands::RampBounds;
 use crate::error::{ensure, invalid, Result};
 
 /// YaRN's default $\beta_{fast}$ (rotations at which interpolation stops).
@@ -143,6 +144,17 @@ impl ScalingKind {
     /// The scaling with factor `factor` for a model trained at `original_max`, with the
     /// references' defaults (YaRN's betas, Llama3's frequency factors).
     pub fn scaling(&self, factor: f64, original_max: usize) -> RopeScaling {
+        self.scaling_with(factor, original_max, &RampBounds::default())
+    }
+
+    /// [`ScalingKind::scaling`] with YaRN's betas and Llama 3's frequency factors from
+    /// `bounds` (the other kinds have no ramp and ignore them).
+    pub fn scaling_with(
+        &self,
+        factor: f64,
+        original_max: usize,
+        bounds: &RampBounds,
+    ) -> RopeScaling {
         match self {
             Self::Linear => RopeScaling::Linear { factor },
             Self::Ntk => RopeScaling::NtkAware { factor },
@@ -150,8 +162,22 @@ impl ScalingKind {
                 factor,
                 original_max,
             },
-            Self::Yarn => RopeScaling::yarn(factor, original_max),
-            Self::Llama3 => RopeScaling::llama3(factor, original_max),
+            Self::Yarn => RopeScaling::Yarn {
+                factor,
+                original_max,
+                beta_fast: bounds.beta_fast,
+                beta_slow: bounds.beta_slow,
+                mscale: None,
+                mscale_all_dim: None,
+                attention_factor: None,
+                truncate: true,
+            },
+            Self::Llama3 => RopeScaling::Llama3 {
+                factor,
+                original_max,
+                low_freq_factor: bounds.low_freq_factor,
+                high_freq_factor: bounds.high_freq_factor,
+            },
         }
     }
 }
@@ -174,26 +200,12 @@ impl RopeScaling {
     /// YaRN with the defaults of the reference ($\beta_{fast} = 32$, $\beta_{slow} = 1$,
     /// attention factor $0.1 \ln s + 1$, truncated ramp).
     pub fn yarn(factor: f64, original_max: usize) -> Self {
-        RopeScaling::Yarn {
-            factor,
-            original_max,
-            beta_fast: YARN_BETA_FAST,
-            beta_slow: YARN_BETA_SLOW,
-            mscale: None,
-            mscale_all_dim: None,
-            attention_factor: None,
-            truncate: true,
-        }
+        ScalingKind::Yarn.scaling(factor, original_max)
     }
 
     /// Llama3 with the default low/high frequency factors 1 and 4.
     pub fn llama3(factor: f64, original_max: usize) -> Self {
-        RopeScaling::Llama3 {
-            factor,
-            original_max,
-            low_freq_factor: LLAMA3_LOW_FREQ_FACTOR,
-            high_freq_factor: LLAMA3_HIGH_FREQ_FACTOR,
-        }
+        ScalingKind::Llama3.scaling(factor, original_max)
     }
 
     /// The short name used on the command line: `none`, `linear`, `ntk`, `dynamic`, `yarn`,

@@ -1,13 +1,15 @@
 //! The sweep's configuration ([`SweepConfig`], `posenc sweep --config FILE`): the model and
-//! training shared by every scheme, the evaluation ([`SweepEval`]) and the RoPE fine-tunes
-//! ([`SweepFinetune`]). Missing fields take the defaults; unknown keys are an error.
+//! training shared by every scheme, the evaluation ([`SweepEval`]), and (in `extension.rs`)
+//! the RoPE scalings' bounds, the fine-tunes and the controls. Missing fields take the
+//! defaults; unknown keys are an error.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::extension::{SweepBudget, SweepFinetune, SWEEP_RAMP};
 use super::{ModelConfig, Scheme, TrainConfig, WeightDtype, MAX_LEN};
-use crate::encodings::rope::ScalingKind;
+use crate::encodings::rope::{RampBounds, ScalingKind};
 use crate::error::{ensure, invalid, Result};
 use crate::io::read_json;
 
@@ -89,7 +91,7 @@ pub fn check_lengths(lengths: &[usize]) -> Result<()> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepEval {
-    /// Lengths; default 128, 256, 512, 1024, 2048.
+    /// Lengths; default 128, 256, ..., 8192 (1x to 64x the training length).
     pub lengths: Vec<usize>,
     /// Only the first bytes of the split in non-overlapping mode; default null (the whole
     /// split).
@@ -112,7 +114,7 @@ pub struct SweepEval {
 impl Default for SweepEval {
     fn default() -> Self {
         Self {
-            lengths: vec![128, 256, 512, 1024, 2048],
+            lengths: vec![128, 256, 512, 1024, 2048, 4096, 8192],
             max_bytes: None,
             sliding_max_bytes: Some(32_768),
             matched_max_bytes: None,
@@ -135,41 +137,9 @@ impl SweepEval {
     }
 }
 
-/// Fine-tuning of the RoPE checkpoint at a longer length.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SweepFinetune {
-    /// Scalings to fine-tune with; default PI (`linear`) and YaRN.
-    pub kinds: Vec<ScalingKind>,
-    /// Length factor; default 2 (training at twice the length, with scaling factor 2).
-    pub factor: usize,
-    /// Steps; default 100.
-    pub steps: usize,
-    /// Sequences per step; default 16 (as many bytes per step as the base training).
-    pub batch: usize,
-    /// Peak learning rate; default 1e-3.
-    pub lr: f64,
-    /// Warm-up steps; default 10.
-    pub warmup: usize,
-}
-
-impl Default for SweepFinetune {
-    fn default() -> Self {
-        Self {
-            kinds: vec![ScalingKind::Linear, ScalingKind::Yarn],
-            factor: 2,
-            steps: 100,
-            batch: 16,
-            lr: 1e-3,
-            warmup: 10,
-        }
-    }
-}
-
 /// The sweep's configuration (`posenc sweep --config FILE`, JSON; missing fields take the
-/// defaults, which are the shipped results' settings except for the folders, under
-/// `target/sweep/`, and the evaluation, whose default (matched and prefix windows on the test
-/// split) is newer than the shipped results; unknown keys are an error).
+/// defaults, which are the sweep of record's (`data/configs/sweep.json`) except for the
+/// folders, under `target/sweep/`; unknown keys are an error).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepConfig {
@@ -186,8 +156,15 @@ pub struct SweepConfig {
     /// RoPE scalings applied at inference to the RoPE checkpoint (factor $L/L_{train}$ at each
     /// length); default all five.
     pub rope_inference: Vec<ScalingKind>,
-    /// RoPE fine-tunes.
+    /// YaRN's betas and Llama 3's frequency factors, the same for the scalings at inference and
+    /// the fine-tunes; default [`SWEEP_RAMP`] (2 / 1 and 1 / 2, chosen for the sweep's model;
+    /// the references' are 32 / 1 and 1 / 4).
+    pub rope_bounds: RampBounds,
+    /// The fine-tunes at longer lengths: RoPE with PI and YaRN at every factor, and the
+    /// equal-extra-bytes controls.
     pub finetune: SweepFinetune,
+    /// The budget control: some schemes trained again with more bytes.
+    pub budget_control: SweepBudget,
     /// Checkpoint folder; default `target/sweep/checkpoints` (the shipped ones are in
     /// `data/checkpoints`, written only by a configuration that names it).
     pub checkpoints: PathBuf,
@@ -199,8 +176,8 @@ pub struct SweepConfig {
     /// Reuse a finished checkpoint with the same configuration, and a finished item's results
     /// when its weights and evaluation are the same; default true.
     pub reuse: bool,
-    /// Training seeds (weights and data order); every model is trained with each; default
-    /// 0, 1, 2.
+    /// Training seeds (weights and data order); every from-scratch model is trained with each
+    /// (the fine-tunes and the budget control with theirs); default 0 to 4.
     pub seeds: Vec<u64>,
     /// Checkpoint folder of every seed but the first (the first seed's go to `checkpoints`);
     /// default `target/sweep/seed-checkpoints`.
@@ -228,12 +205,14 @@ impl Default for SweepConfig {
                 ScalingKind::Yarn,
                 ScalingKind::Llama3,
             ],
+            rope_bounds: SWEEP_RAMP,
             finetune: SweepFinetune::default(),
+            budget_control: SweepBudget::default(),
             checkpoints: "target/sweep/checkpoints".into(),
             results: "target/sweep/results/ppl_vs_length.csv".into(),
             dtype: WeightDtype::F16,
             reuse: true,
-            seeds: vec![0, 1, 2],
+            seeds: vec![0, 1, 2, 3, 4],
             seed_checkpoints: "target/sweep/seed-checkpoints".into(),
             dynamic_factor: 2.0,
         }
@@ -247,28 +226,6 @@ impl SweepConfig {
     /// An unreadable or invalid file.
     pub fn read(path: &Path) -> Result<Self> {
         read_json(path)
-    }
-
-    /// The RoPE model of a fine-tune with `kind`: the base model at `factor` times the length.
-    pub fn finetune_model(&self, kind: ScalingKind) -> ModelConfig {
-        let ft = &self.finetune;
-        let mut model = self.model.clone();
-        model.scheme = Scheme::Rope;
-        model.train_len = self.model.train_len.saturating_mul(ft.factor);
-        model.rope_scaling = kind.scaling(ft.factor as f64, self.model.train_len);
-        model
-    }
-
-    /// The training of a fine-tune.
-    pub fn finetune_train(&self) -> TrainConfig {
-        let ft = &self.finetune;
-        TrainConfig {
-            batch: ft.batch,
-            steps: ft.steps,
-            lr: ft.lr,
-            warmup: ft.warmup,
-            ..self.train.clone()
-        }
     }
 
     /// Checks every value before any work: each scheme's model and training, the lengths and
@@ -322,25 +279,6 @@ impl SweepConfig {
                 )?;
             }
         }
-        let ft = &self.finetune;
-        if !ft.kinds.is_empty() {
-            ensure(
-                ft.factor >= 1 && self.model.train_len.saturating_mul(ft.factor) <= MAX_LEN,
-                "finetune.factor",
-                ft.factor,
-                &format!(
-                    "at least 1, with train_len x factor at most {MAX_LEN} (train_len {})",
-                    self.model.train_len
-                ),
-            )?;
-            for &kind in &ft.kinds {
-                let model = self.finetune_model(kind);
-                model
-                    .validate()
-                    .and_then(|()| self.finetune_train().validate_for(&model))
-                    .map_err(|e| e.context(format!("fine-tune {kind}")))?;
-            }
-        }
         ensure(
             !self.seeds.is_empty()
                 && self
@@ -359,7 +297,8 @@ impl SweepConfig {
             self.dynamic_factor,
             "a finite number >= 1",
         )?;
-        if self.schemes.is_empty() && ft.kinds.is_empty() {
+        self.validate_extension()?;
+        if self.schemes.is_empty() && self.finetunes().is_empty() {
             return Err(invalid("schemes", "[]", "at least one scheme or fine-tune"));
         }
         Ok(())

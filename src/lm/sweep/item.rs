@@ -21,9 +21,31 @@ use crate::lm::model::{Kernels, ModelConfig, Scheme};
 use crate::lm::train::{load_model, log_line, read_info, TrainConfig};
 
 impl SweepEval {
-    /// Evaluates `model` in every mode: rows of `variant`, with `scaling` at inference, and
-    /// the per-position losses of the longest non-overlapping window written to
-    /// `per_position`.
+    /// The options of one evaluation in `mode` at the sweep's lengths, with `scaling` at
+    /// inference.
+    pub(super) fn options(
+        &self,
+        mode: Mode,
+        scaling: Option<InferenceScaling>,
+        corpus: &Path,
+    ) -> EvalOptions {
+        EvalOptions {
+            lengths: self.lengths.clone(),
+            mode,
+            max_bytes: self.budget(mode),
+            segment_bytes: self.segment_bytes,
+            split: self.split.clone(),
+            scaling,
+            force_separate: false,
+            per_position: None,
+            progress: false,
+            corpus: corpus.to_path_buf(),
+            kernels: Kernels::default(),
+        }
+    }
+
+    /// Evaluates `model` in every mode: rows of `variant`, with `scaling` at inference, and the
+    /// per-position losses of the longest non-overlapping window written to `per_position`.
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -40,17 +62,9 @@ impl SweepEval {
         let mut windows = Vec::new();
         for &mode in &self.modes {
             let opts = EvalOptions {
-                lengths: self.lengths.clone(),
-                mode,
-                max_bytes: self.budget(mode),
-                segment_bytes: self.segment_bytes,
-                split: self.split.clone(),
-                scaling,
-                force_separate: false,
                 per_position: per_position.clone().filter(|_| mode == Mode::Nonoverlap),
                 progress,
-                corpus: corpus.to_path_buf(),
-                kernels: Kernels::default(),
+                ..self.options(mode, scaling, corpus)
             };
             let (r, w) = evaluate_windows(lm, info, variant, &opts, device)?;
             rows.extend(r);
@@ -76,19 +90,60 @@ impl SweepConfig {
             ..self.train.clone()
         }
     }
+
+    /// The model and training of the checkpoint `item` trains (none for a scaling at
+    /// inference).
+    pub(super) fn item_training(&self, item: &Item) -> Option<(ModelConfig, TrainConfig)> {
+        match *item {
+            Item::Base(scheme, seed) => Some((self.scheme_model(scheme), self.seed_train(seed))),
+            Item::Budget(scheme, _, seed) => {
+                Some((self.scheme_model(scheme), self.budget_train(seed)))
+            }
+            Item::Finetune {
+                scheme,
+                scaling,
+                factor,
+                seed,
+            } => Some((
+                self.finetune_model(scheme, scaling, factor),
+                self.finetune_train(factor, seed),
+            )),
+            Item::Inference(..) => None,
+        }
+    }
+
+    /// The scaling `item` applies at inference: its kind with the factor of each length
+    /// (dynamic NTK: a fixed factor) and the sweep's bounds; none for the others, which are
+    /// scored as trained (a fine-tune with the scaling of its own factor at every length).
+    pub(super) fn item_scaling(&self, item: &Item) -> Option<InferenceScaling> {
+        match *item {
+            Item::Inference(kind, _) => Some(InferenceScaling {
+                kind,
+                factor: (kind == ScalingKind::Dynamic).then_some(self.dynamic_factor),
+                bounds: self.rope_bounds,
+            }),
+            _ => None,
+        }
+    }
 }
 
-/// Whether the RoPE checkpoint of `seed` is there and trained as this sweep would train it
-/// (from the text of `corpus_digest`): then the items that need it use it, whatever `reuse`
-/// says (it is this run's, or an earlier run's of the same everything), else they train it.
-pub(super) fn rope_usable(config: &SweepConfig, seed: u64, corpus_digest: &str) -> bool {
-    let dir = config.rope_dir(seed);
+/// Whether the from-scratch checkpoint of `scheme` and `seed` is there and trained as this
+/// sweep would train it (from the text of `corpus_digest`): then the items that need it use
+/// it, whatever `reuse` says (it is this run's, or an earlier run's of the same everything),
+/// else they train it.
+pub(super) fn base_usable(
+    config: &SweepConfig,
+    scheme: Scheme,
+    seed: u64,
+    corpus_digest: &str,
+) -> bool {
+    let dir = config.base_dir(scheme, seed);
     let from = TrainedFrom {
         corpus_digest,
         init: None,
     };
     read_info(&dir).ok().is_some_and(|info| {
-        let model = config.scheme_model(Scheme::Rope);
+        let model = config.scheme_model(scheme);
         let train = config.seed_train(seed);
         matches!(
             why_not_reusable(config, &dir, &info, &model, &train, from),
@@ -112,66 +167,55 @@ pub(super) fn run_item(
     locks: &SweepLocks,
 ) -> Result<Vec<ResultRow>> {
     let seed = item.seed();
-    let rope_dir = config.rope_dir(seed);
-    let train_seed = config.seed_train(seed);
+    let from_scratch = TrainedFrom {
+        corpus_digest,
+        init: None,
+    };
     // normally there from the item before; trained here when this item runs without it, by
     // the first of this run's workers that needs it (the others wait, then find it done)
-    if item.needs_rope() && !rope_usable(config, seed, corpus_digest) {
-        let writer = locks.writer(&rope_dir)?;
-        if !rope_usable(config, seed, corpus_digest) {
-            ensure_trained(
-                config,
-                &config.scheme_model(Scheme::Rope),
-                &train_seed,
-                &rope_dir,
-                TrainedFrom {
-                    corpus_digest,
-                    init: None,
-                },
-                corpus,
-                device,
-                progress,
-                writer.folder,
-            )
-            .map_err(|e| e.context(format!("training rope (seed {seed})")))?;
+    let base_dir = item
+        .needs()
+        .map(|scheme| (scheme, config.base_dir(scheme, seed)));
+    if let Some((scheme, dir)) = &base_dir {
+        if !base_usable(config, *scheme, seed, corpus_digest) {
+            let writer = locks.writer(dir)?;
+            if !base_usable(config, *scheme, seed, corpus_digest) {
+                ensure_trained(
+                    config,
+                    &config.scheme_model(*scheme),
+                    &config.seed_train(seed),
+                    dir,
+                    from_scratch,
+                    corpus,
+                    device,
+                    progress,
+                    writer.folder,
+                )
+                .map_err(|e| e.context(format!("training {scheme} (seed {seed})")))?;
+            }
         }
     }
     let dir = config.item_dir(&item);
-    let train_seconds = match item {
-        Item::Base(scheme, _) => ensure_trained(
+    let train_seconds = match config.item_training(&item) {
+        Some((model, train)) => ensure_trained(
             config,
-            &config.scheme_model(scheme),
-            &train_seed,
+            &model,
+            &train,
             &dir,
             TrainedFrom {
                 corpus_digest,
-                init: None,
+                init: base_dir
+                    .as_ref()
+                    .filter(|_| matches!(item, Item::Finetune { .. }))
+                    .map(|(_, d)| d.as_path()),
             },
             corpus,
             device,
             progress,
             locks.writer(&dir)?.folder,
         )
-        .map_err(|e| e.context(format!("training {scheme} (seed {seed})")))?,
-        Item::Finetune(kind, _) => ensure_trained(
-            config,
-            &config.finetune_model(kind),
-            &TrainConfig {
-                seed,
-                ..config.finetune_train()
-            },
-            &dir,
-            TrainedFrom {
-                corpus_digest,
-                init: Some(&rope_dir),
-            },
-            corpus,
-            device,
-            progress,
-            locks.writer(&dir)?.folder,
-        )
-        .map_err(|e| e.context(format!("fine-tuning {}", item.name())))?,
-        Item::Inference(..) => 0.0,
+        .map_err(|e| e.context(format!("training {}", item.name())))?,
+        None => 0.0,
     };
     let weights_digest = file_digest(&dir.join(WEIGHTS_FILE))?;
     if let Some(rows) = reusable_rows(config, &item, &weights_digest, train_seconds > 0.0)? {
@@ -179,60 +223,28 @@ pub(super) fn run_item(
     }
     let t = Instant::now();
     let (lm, info) = load_model(&dir, device)?;
-    let base_variant = match item {
-        Item::Finetune(kind, _) => format!("ft-{}", kind.name()),
-        _ => "base".to_string(),
-    };
+    let variant = item.variant();
     let curve = match item {
         Item::Inference(..) => Vec::new(),
-        _ => curve_rows(&dir, &info, &base_variant)?,
+        _ => curve_rows(&dir, &info, &variant)?,
     };
-    // (variant, scaling at inference): fine-tunes also with the factor that matches each length
-    let evaluations: Vec<(String, Option<InferenceScaling>)> = match item {
-        Item::Base(..) => vec![("base".into(), None)],
-        Item::Inference(kind, _) => vec![(
-            kind.name().to_string(),
-            Some(InferenceScaling {
-                kind,
-                factor: (kind == ScalingKind::Dynamic).then_some(config.dynamic_factor),
-            }),
-        )],
-        Item::Finetune(kind, _) => vec![
-            (base_variant.clone(), None),
-            (
-                format!("{base_variant}-matched"),
-                Some(InferenceScaling { kind, factor: None }),
-            ),
-        ],
-    };
-    let mut rows = Vec::new();
-    let mut windows = Vec::new();
-    for (variant, scaling) in evaluations {
-        let per_position = Some(config.results_dir().join("per_position").join(format!(
-            "{}{}.csv",
-            item.stem(),
-            if variant.ends_with("-matched") {
-                "-matched"
-            } else {
-                ""
-            }
-        )));
-        let (r, w) = config
-            .eval
-            .run(
-                &lm,
-                &info,
-                &variant,
-                scaling,
-                per_position,
-                corpus,
-                device,
-                progress,
-            )
-            .map_err(|e| e.context(format!("evaluating {}", item.name())))?;
-        rows.extend(r);
-        windows.extend(w);
-    }
+    let per_position = config
+        .results_dir()
+        .join("per_position")
+        .join(format!("{}.csv", item.stem()));
+    let (rows, windows) = config
+        .eval
+        .run(
+            &lm,
+            &info,
+            &variant,
+            config.item_scaling(&item),
+            Some(per_position),
+            corpus,
+            device,
+            progress,
+        )
+        .map_err(|e| e.context(format!("evaluating {}", item.name())))?;
     let timing = SweepTiming {
         name: item.name(),
         train_seconds,
@@ -243,6 +255,7 @@ pub(super) fn run_item(
         weights_digest,
         eval: config.eval.clone(),
         dynamic_factor: config.dynamic_factor,
+        rope_bounds: config.rope_bounds,
         timing: timing.clone(),
     };
     let out = ItemOutput {

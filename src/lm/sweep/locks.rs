@@ -1,8 +1,9 @@
 //! The locks of a sweep run ([`FolderLock`]), all taken before its first item and held to its
 //! end: for writing, every checkpoint folder its items train and the record of every item it
-//! runs (`items/.NAME.json.lock`, for the item's files); for reading, the RoPE checkpoint of a
-//! seed whose scalings or fine-tunes it runs without the RoPE item itself, when that checkpoint
-//! is trained already (when it is not, the run trains it, and locks it for writing).
+//! runs (`items/.NAME.json.lock`, for the item's files); for reading, the from-scratch
+//! checkpoint of a scheme and seed whose scalings or fine-tunes it runs without that model's
+//! item itself, when that checkpoint is trained already (when it is not, the run trains it,
+//! and locks it for writing).
 //!
 //! So a second run that would write any of these (the same configuration twice, overlapping
 //! `--only` lists) is refused at once with one line naming the folder, and shards of one sweep,
@@ -16,20 +17,22 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use super::item::rope_usable;
+use super::item::base_usable;
 use super::plan::Item;
 use super::queue::lock;
 use crate::error::{Error, Result};
 use crate::io::FolderLock;
 use crate::lm::config::SweepConfig;
+use crate::lm::model::Scheme;
 
 /// What a run does with a folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Use {
     /// It writes it.
     Write,
-    /// It reads the RoPE checkpoint of this seed, or trains it when it is not there.
-    ReadRope(u64),
+    /// It reads the from-scratch checkpoint of this scheme and seed, or trains it when it is
+    /// not there.
+    ReadBase(Scheme, u64),
 }
 
 /// The locks a sweep run holds (see the module documentation), released when dropped.
@@ -63,8 +66,11 @@ impl SweepLocks {
         };
         for item in chosen.iter().map(|&i| items[i]) {
             want(config.item_file("items", &item, "json"), Use::Write);
-            if item.needs_rope() {
-                want(config.rope_dir(item.seed()), Use::ReadRope(item.seed()));
+            if let Some(scheme) = item.needs() {
+                want(
+                    config.base_dir(scheme, item.seed()),
+                    Use::ReadBase(scheme, item.seed()),
+                );
             }
             if !matches!(item, Item::Inference(..)) {
                 want(config.item_dir(&item), Use::Write);
@@ -78,10 +84,10 @@ impl SweepLocks {
                     let lock = FolderLock::exclusive(&path)?;
                     writes.insert(path, (lock, Mutex::new(())));
                 }
-                Use::ReadRope(seed) => {
+                Use::ReadBase(scheme, seed) => {
                     // checked under the shared lock: no writer changes it after that
                     let shared = FolderLock::shared(&path)?;
-                    if rope_usable(config, seed, corpus_digest) {
+                    if base_usable(config, scheme, seed, corpus_digest) {
                         reads.push(shared);
                     } else {
                         drop(shared);
@@ -98,11 +104,11 @@ impl SweepLocks {
     }
 
     /// The exclusive lock of `dir`, for training into it, held by one worker of this run at a
-    /// time (the others wait): two items that both train a missing RoPE checkpoint train it
-    /// once, the second finding it done.
+    /// time (the others wait): two items that both train a missing checkpoint they need train
+    /// it once, the second finding it done.
     ///
     /// # Errors
-    /// [`Error::Conflict`] when the run holds `dir` only for reading: it was a finished RoPE
+    /// [`Error::Conflict`] when the run holds `dir` only for reading: it was a finished
     /// checkpoint when the run began, and is not one now.
     pub(super) fn writer(&self, dir: &Path) -> Result<Writer<'_>> {
         let (folder, one) = self.writes.get(dir).ok_or_else(|| {

@@ -1,7 +1,9 @@
 //! The sweep: every scheme trained with the same data order, steps and model size; every
 //! checkpoint evaluated at every length; RoPE also with PI / NTK / dynamic NTK / YaRN / Llama3
-//! at inference and fine-tuned briefly at a longer length with PI and with YaRN. Results go
-//! to one CSV (rewritten after each model, so a partial sweep leaves partial results), and a
+//! at inference, and fine-tuned at every length factor with PI and with YaRN beside the
+//! equal-extra-bytes controls (`plan.rs` names them, `crate::lm::config::SweepFinetune` states
+//! the budget rule); some schemes trained again with more bytes (the budget control). Results
+//! go to one CSV (rewritten after each model, so a partial sweep leaves partial results), and a
 //! finished checkpoint is reused rather than retrained when everything it was trained from is
 //! the same: model, training, precision, the training text (its digest) and, for a fine-tune,
 //! the weights it started from (their digest).
@@ -15,11 +17,12 @@
 //! would write the same checkpoints or items is refused at once, and shards (disjoint items)
 //! run side by side into one folder, their merges of the tables one at a time.
 //!
-//! The plan (items, `--only`, `--shard`) is in `plan.rs`, where each item writes in
-//! `store.rs`, the reuse policy in `reuse.rs`, one item's training and evaluation in
-//! `item.rs`, the locks in `locks.rs`, the worker threads in `queue.rs`; this module checks
-//! everything and runs them.
+//! The plan (items, `--only`, `--shard`) is in `plan.rs`, what each item costs (`--plan`) in
+//! `cost.rs`, where each item writes in `store.rs`, the reuse policy in `reuse.rs`, one item's
+//! training and evaluation in `item.rs`, the locks in `locks.rs`, the worker threads in
+//! `queue.rs`; this module checks everything and runs them.
 
+mod cost;
 mod item;
 mod locks;
 mod plan;
@@ -34,12 +37,15 @@ use burn::tensor::Device;
 
 use crate::error::{invalid, Result};
 use crate::io::{digest, ensure_dir_writable, ensure_writable};
-pub use crate::lm::config::{SweepConfig, SweepEval, SweepFinetune};
+pub use crate::lm::config::{
+    FinetuneControl, SweepBudget, SweepConfig, SweepEval, SweepFinetune, SWEEP_RAMP,
+};
 use crate::lm::data::{read_split, window_starts, TargetRegion};
 use crate::lm::eval::{Mode, ResultRow};
 use crate::lm::model::Scheme;
 use crate::lm::train::log_line;
 pub use crate::results::CurveRow;
+pub use cost::{plan_text, ItemCost};
 use item::{print_rows, run_item};
 use locks::SweepLocks;
 pub use plan::{Item, Selection};
@@ -48,7 +54,7 @@ use store::merge_outputs;
 pub use store::SweepTiming;
 
 /// Runs the chosen items of the sweep with `jobs` items at a time (each item trains or
-/// evaluates one model; items that use a RoPE checkpoint wait for it). Each finished item
+/// evaluates one model; items that use another model's checkpoint wait for it). Each finished item
 /// writes its rows, windows and training curve to its own files next to the results CSV
 /// (`items/`, `windows/`, `curves/`), and the results CSV and `curves.csv` are then rebuilt
 /// from every item file there, so an interrupted sweep resumes where it stopped and shards run
@@ -80,7 +86,6 @@ pub fn sweep(
     run_queue(
         &items,
         &chosen,
-        &config.seeds,
         jobs,
         |item| {
             run_item(
@@ -156,31 +161,30 @@ mod tests {
         let c = SweepConfig::default();
         assert!(!c.checkpoints.starts_with("data"), "{:?}", c.checkpoints);
         assert!(!c.results.starts_with("data"), "{:?}", c.results);
+        assert!(!c.seed_checkpoints.starts_with("data"));
         c.validate().unwrap();
-        // the shipped configuration names data/ itself and is the default apart from that
+        // the shipped configuration (the sweep of record) names data/ itself and is the
+        // default apart from that
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/configs/sweep.json");
         let shipped = SweepConfig::read(&path).unwrap();
         assert_eq!(shipped.checkpoints, Path::new("data/checkpoints"));
         assert_eq!(shipped.results, Path::new("data/results/ppl_vs_length.csv"));
-        // Its evaluation is the one of the shipped results (data/results/sweep.json), which
-        // predate the matched mode on the test split: the default until the sweep of record
-        // is run again with the default evaluation.
-        let recorded: serde_json::Value = crate::io::read_json(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("data/results/sweep.json"),
-        )
-        .unwrap();
-        let recorded: SweepEval =
-            serde_json::from_value(recorded["config"]["eval"].clone()).unwrap();
-        assert_eq!(shipped.eval, recorded);
         assert_eq!(
             SweepConfig {
                 checkpoints: c.checkpoints.clone(),
                 results: c.results.clone(),
-                eval: c.eval.clone(),
                 ..shipped
             },
             c,
-            "data/configs/sweep.json is the default apart from its folders and evaluation"
+            "data/configs/sweep.json is the default apart from its folders"
+        );
+        // and it is written out whole: every key, as `posenc sweep --print-config` prints it
+        let text = std::fs::read_to_string(&path).unwrap();
+        let printed = serde_json::to_string_pretty(&SweepConfig::read(&path).unwrap()).unwrap();
+        assert_eq!(
+            text.trim_end(),
+            printed,
+            "data/configs/sweep.json is not printed whole"
         );
     }
 
@@ -192,6 +196,9 @@ mod tests {
             (r#"{"train": {"stpes": 3}}"#, "stpes"),
             (r#"{"eval": {"lenghts": [16]}}"#, "lenghts"),
             (r#"{"finetune": {"steps": 2, "lr ": 1}}"#, "lr "),
+            (r#"{"finetune": {"factor": 2}}"#, "factor"),
+            (r#"{"budget_control": {"multiples": 2}}"#, "multiples"),
+            (r#"{"rope_bounds": {"beta": 2}}"#, "beta"),
         ] {
             let e = serde_json::from_str::<SweepConfig>(json).unwrap_err();
             assert!(e.to_string().contains(key), "{json}: {e}");
@@ -208,6 +215,6 @@ mod tests {
         assert!(bad(r#"{"eval": {"matched_max_bytes": 100}}"#).contains("matched_max_bytes"));
         assert!(bad(r#"{"eval": {"segment_bytes": 0}}"#).contains("invalid eval.segment_bytes = 0"));
         assert!(bad(r#"{"eval": {"modes": []}}"#).contains("matched, nonoverlap and sliding"));
-        assert!(bad(r#"{"finetune": {"factor": 1000}}"#).contains("finetune.factor"));
+        assert!(bad(r#"{"finetune": {"factors": [1000]}}"#).contains("finetune factor"));
     }
 }

@@ -1,32 +1,94 @@
 //! The plan of a sweep: its items ([`Item`]), in the order they run and the results list
 //! them, and which of them a run takes ([`Selection`]: `--only`, `--shard`; `--list` prints
 //! the names).
+//!
+//! Names: a model is `SCHEME` as trained from scratch, else `SCHEME-VARIANT`, and an item is
+//! `MODEL/seedK` (a scaling at inference, which trains nothing, `rope/KIND/seedK`):
+//!
+//! | item | variant (results rows) | what it is |
+//! |---|---|---|
+//! | `alibi/seed0` | `base` | the scheme trained from scratch |
+//! | `rope/yarn/seed0` | `yarn` | RoPE's checkpoint with YaRN at inference, factor $L/128$ |
+//! | `rope-ft-yarn-x4/seed0` | `ft-yarn-x4` | RoPE fine-tuned at 4 x 128 bytes with YaRN of factor 4 |
+//! | `alibi-ft-x4/seed0` | `ft-x4` | ALiBi fine-tuned the same way (a control) |
+//! | `nope-budget-x2/seed0` | `budget-x2` | NoPE trained from scratch with twice the bytes |
+//!
+//! A fine-tune's rows pair with its base model's (`rope/seed0` for `rope-ft-yarn-x4/seed0`):
+//! the same seed, scored on the same target bytes at the same lengths.
+
+use std::collections::BTreeMap;
 
 use crate::error::{ensure, invalid, Result};
 use crate::lm::config::SweepConfig;
 use crate::lm::eval::ScalingKind;
 use crate::lm::model::Scheme;
+use crate::results::BASE;
 
 /// One unit of work of the sweep, for one training seed.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Item {
     /// Train (or reuse) a scheme and evaluate it.
     Base(Scheme, u64),
     /// Evaluate the RoPE checkpoint with a scaling applied at inference.
     Inference(ScalingKind, u64),
-    /// Fine-tune the RoPE checkpoint at a longer length with a scaling, and evaluate it with
-    /// its training factor and with the factor that matches each length.
-    Finetune(ScalingKind, u64),
+    /// Fine-tune a scheme's checkpoint of the same seed at `factor` times the length (RoPE
+    /// with `scaling` of that factor) and evaluate it at every length, as trained.
+    Finetune {
+        /// The scheme whose checkpoint it starts from.
+        scheme: Scheme,
+        /// RoPE's scaling; `None` for a control.
+        scaling: Option<ScalingKind>,
+        /// The length factor.
+        factor: usize,
+        /// The seed.
+        seed: u64,
+    },
+    /// Train a scheme from scratch with `multiple` times the bytes (the budget control) and
+    /// evaluate it.
+    Budget(Scheme, usize, u64),
 }
 
 impl Item {
-    /// `scheme/seedK`, `rope/KIND/seedK` or `rope-ft-KIND/seedK`: what `--list` prints and
-    /// `--only` takes.
+    /// The variant of the item's results rows: `base`, the scaling at inference
+    /// (`yarn`), `ft-KIND-xF` (a RoPE fine-tune), `ft-xF` (a control), `budget-xM`.
+    pub fn variant(&self) -> String {
+        match *self {
+            Item::Base(..) => BASE.to_string(),
+            Item::Inference(k, _) => k.name().to_string(),
+            Item::Finetune {
+                scaling, factor, ..
+            } => match scaling {
+                Some(k) => format!("ft-{}-x{factor}", k.name()),
+                None => format!("ft-x{factor}"),
+            },
+            Item::Budget(_, m, _) => format!("budget-x{m}"),
+        }
+    }
+
+    /// The scheme of the item's model.
+    pub fn scheme(&self) -> Scheme {
+        match *self {
+            Item::Base(s, _) | Item::Budget(s, ..) | Item::Finetune { scheme: s, .. } => s,
+            Item::Inference(..) => Scheme::Rope,
+        }
+    }
+
+    /// The model the item trains, by name: `SCHEME` from scratch, `SCHEME-VARIANT`
+    /// otherwise (`rope-ft-yarn-x4`, `nope-budget-x2`); for a scaling at inference, `rope`,
+    /// whose checkpoint it evaluates.
+    pub fn model(&self) -> String {
+        match self {
+            Item::Base(..) | Item::Inference(..) => self.scheme().name().to_string(),
+            _ => format!("{}-{}", self.scheme().name(), self.variant()),
+        }
+    }
+
+    /// `MODEL/seedK`, or `rope/KIND/seedK` for a scaling at inference: what `--list` prints
+    /// and `--only` takes.
     pub fn name(&self) -> String {
         match self {
-            Item::Base(s, seed) => format!("{}/seed{seed}", s.name()),
             Item::Inference(k, seed) => format!("rope/{}/seed{seed}", k.name()),
-            Item::Finetune(k, seed) => format!("rope-ft-{}/seed{seed}", k.name()),
+            _ => format!("{}/seed{}", self.model(), self.seed()),
         }
     }
 
@@ -36,23 +98,40 @@ impl Item {
     }
 
     /// The training seed.
-    pub(super) fn seed(&self) -> u64 {
+    pub fn seed(&self) -> u64 {
         match *self {
-            Item::Base(_, seed) | Item::Inference(_, seed) | Item::Finetune(_, seed) => seed,
+            Item::Base(_, seed)
+            | Item::Inference(_, seed)
+            | Item::Budget(_, _, seed)
+            | Item::Finetune { seed, .. } => seed,
         }
     }
 
-    /// Whether the item reads the RoPE checkpoint of its seed.
-    pub(super) fn needs_rope(&self) -> bool {
-        !matches!(self, Item::Base(..))
+    /// The scheme whose from-scratch checkpoint of the same seed the item reads (a scaling at
+    /// inference, a fine-tune), if any.
+    pub fn needs(&self) -> Option<Scheme> {
+        match *self {
+            Item::Inference(..) => Some(Scheme::Rope),
+            Item::Finetune { scheme, .. } => Some(scheme),
+            Item::Base(..) | Item::Budget(..) => None,
+        }
+    }
+
+    /// The item's share group: the model it needs, else its own, and its seed. A shard takes
+    /// whole groups, so that no shard needs another's checkpoint.
+    fn group(&self) -> (String, u64) {
+        let model = self
+            .needs()
+            .map_or_else(|| self.model(), |s| s.name().to_string());
+        (model, self.seed())
     }
 }
 
 /// Which items of the sweep to run: all, those named (`--only`), or a share (`--shard I/N`,
-/// 0-based): the items form groups (a seed's RoPE model with the items that use its
-/// checkpoint; every other model alone), and shard `I` takes groups `I, I + N, ...`, so no
-/// shard needs another's checkpoint. The results of every item done so far, by any run, are
-/// merged into one CSV.
+/// 0-based): the items form groups (a seed's from-scratch model with the items that use its
+/// checkpoint; every other model alone), and shard `I` takes groups `I, I + N, ...` in the
+/// order of the list, so no shard needs another's checkpoint. The results of every item done
+/// so far, by any run, are merged into one CSV.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selection {
     /// Item names ([`Item::name`]); empty for all.
@@ -85,15 +164,15 @@ impl Selection {
                 "I/N with 0 <= I < N",
             )?;
         }
-        // group of each item: a new group starts at every base model
-        let mut group = Vec::with_capacity(items.len());
-        let mut g = 0usize;
-        for (k, item) in items.iter().enumerate() {
-            if k > 0 && matches!(item, Item::Base(..)) {
-                g += 1;
-            }
-            group.push(g);
-        }
+        // groups numbered in the order they first appear
+        let mut groups: BTreeMap<(String, u64), usize> = BTreeMap::new();
+        let group: Vec<usize> = items
+            .iter()
+            .map(|item| {
+                let next = groups.len();
+                *groups.entry(item.group()).or_insert(next)
+            })
+            .collect();
         Ok((0..items.len())
             .filter(|&k| self.only.is_empty() || self.only.contains(&names[k]))
             .filter(|&k| self.shard.is_none_or(|(i, n)| group[k] % n == i))
@@ -103,29 +182,234 @@ impl Selection {
 
 impl SweepConfig {
     /// Every item of the sweep, in the order they run and the results list them: for each
-    /// seed, RoPE, the items that use its checkpoint (scalings at inference, fine-tunes), then
-    /// the other schemes. A run interrupted after a seed's RoPE model and before its
-    /// dependants then loses little even where that checkpoint is not kept (seeds after the
-    /// first): resuming retrains it before the items that need it.
+    /// seed, each scheme followed by the items that use its checkpoint (RoPE's scalings at
+    /// inference, the fine-tunes of the seeds that have them), the fine-tunes of schemes the
+    /// sweep does not train from scratch (each trains its base when it is missing), then the
+    /// budget control. A run interrupted after a seed's model and before its dependants then
+    /// loses little even where that checkpoint is not kept (seeds after the first): resuming
+    /// retrains it before the items that need it.
     pub fn items(&self) -> Vec<Item> {
+        let finetunes = self.finetunes();
         let mut items = Vec::new();
         for &seed in &self.seeds {
-            if self.schemes.contains(&Scheme::Rope) {
-                items.push(Item::Base(Scheme::Rope, seed));
+            let tuned = self.finetune.seeds.contains(&seed);
+            let dependants = |scheme: Scheme| {
+                let inference = (scheme == Scheme::Rope)
+                    .then_some(&self.rope_inference)
+                    .into_iter()
+                    .flatten()
+                    .map(move |&k| Item::Inference(k, seed));
+                let tunes = finetunes
+                    .iter()
+                    .filter(move |f| tuned && f.0 == scheme)
+                    .map(move |&(scheme, scaling, factor)| Item::Finetune {
+                        scheme,
+                        scaling,
+                        factor,
+                        seed,
+                    });
+                inference.chain(tunes)
+            };
+            for &scheme in &self.schemes {
+                items.push(Item::Base(scheme, seed));
+                items.extend(dependants(scheme));
+            }
+            let mut orphans: Vec<Scheme> = Vec::new();
+            for &(scheme, ..) in &finetunes {
+                if !self.schemes.contains(&scheme) && !orphans.contains(&scheme) {
+                    orphans.push(scheme);
+                }
+            }
+            for scheme in orphans {
+                items.extend(dependants(scheme).filter(|i| matches!(i, Item::Finetune { .. })));
+            }
+            if self.budget_control.seeds.contains(&seed) {
+                let m = self.budget_control.multiple;
                 items.extend(
-                    self.rope_inference
+                    self.budget_control
+                        .schemes
                         .iter()
-                        .map(|&k| Item::Inference(k, seed)),
+                        .map(|&s| Item::Budget(s, m, seed)),
                 );
             }
-            items.extend(self.finetune.kinds.iter().map(|&k| Item::Finetune(k, seed)));
-            items.extend(
-                self.schemes
-                    .iter()
-                    .filter(|&&s| s != Scheme::Rope)
-                    .map(|&s| Item::Base(s, seed)),
-            );
         }
         items
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(items: &[Item]) -> Vec<String> {
+        items.iter().map(Item::name).collect()
+    }
+
+    #[test]
+    fn names_variants_and_models() {
+        let yarn4 = Item::Finetune {
+            scheme: Scheme::Rope,
+            scaling: Some(ScalingKind::Yarn),
+            factor: 4,
+            seed: 0,
+        };
+        let alibi16 = Item::Finetune {
+            scheme: Scheme::Alibi,
+            scaling: None,
+            factor: 16,
+            seed: 2,
+        };
+        let budget = Item::Budget(Scheme::Nope, 2, 1);
+        let table = [
+            (Item::Base(Scheme::T5, 3), "t5/seed3", "base", "t5", None),
+            (
+                Item::Inference(ScalingKind::Llama3, 1),
+                "rope/llama3/seed1",
+                "llama3",
+                "rope",
+                Some(Scheme::Rope),
+            ),
+            (
+                yarn4,
+                "rope-ft-yarn-x4/seed0",
+                "ft-yarn-x4",
+                "rope-ft-yarn-x4",
+                Some(Scheme::Rope),
+            ),
+            (
+                alibi16,
+                "alibi-ft-x16/seed2",
+                "ft-x16",
+                "alibi-ft-x16",
+                Some(Scheme::Alibi),
+            ),
+            (
+                budget,
+                "nope-budget-x2/seed1",
+                "budget-x2",
+                "nope-budget-x2",
+                None,
+            ),
+        ];
+        for (item, name, variant, model, needs) in table {
+            assert_eq!(
+                (
+                    item.name().as_str(),
+                    item.variant().as_str(),
+                    item.model().as_str(),
+                    item.needs()
+                ),
+                (name, variant, model, needs)
+            );
+        }
+        assert_eq!(yarn4.stem(), "rope-ft-yarn-x4-seed0");
+        assert_eq!((alibi16.scheme(), alibi16.seed()), (Scheme::Alibi, 2));
+        // every fine-tune is a fine-tune to the results, the budget control a model of its own
+        use crate::results::ModelKey;
+        assert!(ModelKey::new(Scheme::Rope, yarn4.variant()).is_finetune());
+        assert!(ModelKey::new(Scheme::Alibi, alibi16.variant()).is_finetune());
+        assert!(!ModelKey::new(Scheme::Nope, budget.variant()).is_finetune());
+    }
+
+    /// A small sweep: 2 schemes, 3 seeds, fine-tunes and budget control on 2 of them.
+    fn small() -> SweepConfig {
+        serde_json::from_str(
+            r#"{"schemes": ["rope", "alibi"], "rope_inference": ["ntk"], "seeds": [0, 1, 2],
+                "finetune": {"kinds": ["yarn"], "factors": [2, 4],
+                             "controls": [{"scheme": "alibi", "factors": [4]},
+                                          {"scheme": "t5", "factors": [2]}],
+                             "seeds": [0, 2]},
+                "budget_control": {"schemes": ["alibi"], "seeds": [0]}}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn items_follow_their_base_and_seeds_say_which_run() {
+        let c = small();
+        c.validate().unwrap();
+        let seed0 = [
+            "rope/seed0",
+            "rope/ntk/seed0",
+            "rope-ft-yarn-x2/seed0",
+            "rope-ft-yarn-x4/seed0",
+            "alibi/seed0",
+            "alibi-ft-x4/seed0",
+            "t5-ft-x2/seed0",
+            "alibi-budget-x2/seed0",
+        ];
+        let seed1 = ["rope/seed1", "rope/ntk/seed1", "alibi/seed1"];
+        let want: Vec<String> = seed0
+            .iter()
+            .chain(&seed1)
+            .map(|s| s.to_string())
+            .chain(seed0[..7].iter().map(|s| s.replace("seed0", "seed2")))
+            .collect();
+        assert_eq!(names(&c.items()), want);
+    }
+
+    #[test]
+    fn shards_keep_each_model_with_its_dependants() {
+        let c = small();
+        let items = c.items();
+        let shard = |i, n| {
+            let s = Selection {
+                only: vec![],
+                shard: Some((i, n)),
+            };
+            names(
+                &s.choose(&items)
+                    .unwrap()
+                    .iter()
+                    .map(|&k| items[k])
+                    .collect::<Vec<_>>(),
+            )
+        };
+        // groups in order: rope/0, alibi/0, t5/0, alibi-budget-x2/0, rope/1, alibi/1, ...
+        assert_eq!(
+            shard(1, 4),
+            ["alibi/seed0", "alibi-ft-x4/seed0", "alibi/seed1"]
+        );
+        assert_eq!(
+            shard(2, 4),
+            [
+                "t5-ft-x2/seed0",
+                "rope/seed2",
+                "rope/ntk/seed2",
+                "rope-ft-yarn-x2/seed2",
+                "rope-ft-yarn-x4/seed2"
+            ]
+        );
+        let mut all: Vec<String> = (0..3).flat_map(|i| shard(i, 3)).collect();
+        all.sort();
+        let mut every = names(&items);
+        every.sort();
+        assert_eq!(all, every, "the shards are a partition");
+        let bad = Selection {
+            only: vec!["rope-ft-yarn/seed0".into()],
+            shard: None,
+        };
+        assert!(bad
+            .choose(&items)
+            .unwrap_err()
+            .to_string()
+            .contains("--only"));
+    }
+
+    #[test]
+    fn the_default_sweep() {
+        let c = SweepConfig::default();
+        let items = c.items();
+        let count = |f: fn(&Item) -> bool| items.iter().filter(|i| f(i)).count();
+        // 13 schemes x 5 seeds; 5 scalings x 5 seeds; (2 kinds x 4 factors + ALiBi x 4 +
+        // T5 x 1) x 3 seeds; 5 schemes x 3 seeds
+        assert_eq!(count(|i| matches!(i, Item::Base(..))), 65);
+        assert_eq!(count(|i| matches!(i, Item::Inference(..))), 25);
+        assert_eq!(count(|i| matches!(i, Item::Finetune { .. })), 39);
+        assert_eq!(count(|i| matches!(i, Item::Budget(..))), 15);
+        let mut unique = names(&items);
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), items.len(), "names are unique");
     }
 }

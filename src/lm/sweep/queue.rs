@@ -1,9 +1,9 @@
 //! The thread queue of a sweep: `jobs` workers take the chosen items in turn, per seed the
-//! RoPE model first, so that the items needing its checkpoint (scalings at inference,
-//! fine-tunes) wait only for it and run beside the other schemes. The first error stops the
-//! workers from taking new items.
+//! from-scratch models that other items need first, so that the items needing their
+//! checkpoints (scalings at inference, fine-tunes) wait only for them and run beside the other
+//! schemes. The first error stops the workers from taking new items.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::plan::Item;
@@ -11,51 +11,57 @@ use crate::error::{Error, Result};
 use crate::lm::model::Scheme;
 use crate::lm::train::log_line;
 
-/// What the workers share: the queue, whether each seed's RoPE checkpoint is ready, and the
-/// first error.
+/// A from-scratch model: its scheme and seed.
+type Base = (Scheme, u64);
+
+/// What the workers share: the queue, whether each needed from-scratch checkpoint is ready,
+/// and the first error.
 struct Shared {
     queue: Mutex<VecDeque<usize>>,
-    rope_ready: (Mutex<BTreeMap<u64, bool>>, Condvar),
+    ready: (Mutex<HashMap<Base, bool>>, Condvar),
     error: Mutex<Option<Error>>,
 }
 
-/// Runs the `chosen` indices of `items` (of a sweep with `seeds`) on `jobs` threads: `run`
-/// trains or evaluates one item, and `commit` records what it returned (called once per
-/// successful item, from the worker that ran it). An item that needs the RoPE checkpoint of
-/// its seed waits until the RoPE item of that seed has run, when this run has it; a failed
-/// RoPE item fails the items that need it.
+/// Runs the `chosen` indices of `items` on `jobs` threads: `run` trains or evaluates one item,
+/// and `commit` records what it returned (called once per successful item, from the worker
+/// that ran it). An item that needs the from-scratch checkpoint of a scheme and seed waits
+/// until that model's item has run, when this run has it; a failed model fails the items that
+/// need it.
 ///
 /// # Errors
 /// The first error of `run` or `commit`, with the item's name.
 pub(super) fn run_queue<R>(
     items: &[Item],
     chosen: &[usize],
-    seeds: &[u64],
     jobs: usize,
     run: impl Fn(Item) -> Result<R> + Sync,
     commit: impl Fn(Item, R) -> Result<()> + Sync,
 ) -> Result<()> {
-    // per seed, RoPE first: the items that need its checkpoint can then run beside the others
+    let base_of = |item: Item| match item {
+        Item::Base(scheme, seed) => Some((scheme, seed)),
+        _ => None,
+    };
+    let needed: Vec<Base> = chosen
+        .iter()
+        .filter_map(|&i| items[i].needs().map(|s| (s, items[i].seed())))
+        .collect();
+    // per seed, the needed models first: the items that need them then run beside the others
     let mut order = chosen.to_vec();
     order.sort_by_key(|&i| {
         (
             items[i].seed(),
-            !matches!(items[i], Item::Base(Scheme::Rope, _)),
+            !base_of(items[i]).is_some_and(|b| needed.contains(&b)),
         )
     });
-    // a seed whose RoPE model is not trained by this run is ready (or missing) already
-    let ready: BTreeMap<u64, bool> = seeds
+    // a needed model that this run does not train is ready (or missing) already
+    let ready: HashMap<Base, bool> = needed
         .iter()
-        .filter(|&&seed| {
-            !chosen
-                .iter()
-                .any(|&i| items[i] == Item::Base(Scheme::Rope, seed))
-        })
-        .map(|&seed| (seed, true))
+        .filter(|&&(scheme, seed)| !chosen.iter().any(|&i| items[i] == Item::Base(scheme, seed)))
+        .map(|&b| (b, true))
         .collect();
     let shared = Shared {
         queue: Mutex::new(order.into()),
-        rope_ready: (Mutex::new(ready), Condvar::new()),
+        ready: (Mutex::new(ready), Condvar::new()),
         error: Mutex::new(None),
     };
     let total = items.len();
@@ -69,17 +75,20 @@ pub(super) fn run_queue<R>(
                 }
                 let item = items[i];
                 log_line(&format!("[{}/{total}] {} started", i + 1, item.name()));
-                let result = if item.needs_rope() && !wait_for_rope(&shared, item.seed()) {
+                let waited = item
+                    .needs()
+                    .is_none_or(|scheme| wait_for(&shared, (scheme, item.seed())));
+                let result = if waited {
+                    run(item)
+                } else {
                     Err(Error::Conflict(
-                        "the RoPE checkpoint of its seed failed; its scalings and fine-tunes are skipped"
+                        "the checkpoint it starts from failed to train; its scalings and fine-tunes are skipped"
                             .into(),
                     ))
-                } else {
-                    run(item)
                 };
-                if let Item::Base(Scheme::Rope, seed) = item {
-                    let (ready, cvar) = &shared.rope_ready;
-                    lock(ready).insert(seed, result.is_ok());
+                if let Some(base) = base_of(item) {
+                    let (ready, cvar) = &shared.ready;
+                    lock(ready).insert(base, result.is_ok());
                     cvar.notify_all();
                 }
                 if let Err(e) = result.and_then(|r| commit(item, r)) {
@@ -98,11 +107,11 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Blocks until the RoPE item of `seed` has finished; whether it succeeded.
-fn wait_for_rope(shared: &Shared, seed: u64) -> bool {
-    let (ready, cvar) = &shared.rope_ready;
+/// Blocks until the item of the from-scratch model `base` has finished; whether it succeeded.
+fn wait_for(shared: &Shared, base: Base) -> bool {
+    let (ready, cvar) = &shared.ready;
     let guard = cvar
-        .wait_while(lock(ready), |r| !r.contains_key(&seed))
+        .wait_while(lock(ready), |r| !r.contains_key(&base))
         .unwrap_or_else(PoisonError::into_inner);
-    guard.get(&seed).copied().unwrap_or(false)
+    guard.get(&base).copied().unwrap_or(false)
 }

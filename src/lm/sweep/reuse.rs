@@ -38,9 +38,7 @@ pub(super) fn reusable_rows(
     let Some(record) = read_record(config, item) else {
         return Ok(None);
     };
-    let same = record.weights_digest == weights_digest
-        && record.eval == config.eval
-        && record.dynamic_factor == config.dynamic_factor;
+    let same = record.weights_digest == weights_digest && record.evaluates_as(config);
     if !same {
         return Ok(None);
     }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::plan::Item;
+use crate::encodings::rope::RampBounds;
 use crate::error::Result;
 use crate::io::csv::{csv_bytes, read_csv};
 use crate::io::{read_json, write_atomic, write_json, FolderLock};
@@ -31,9 +32,9 @@ pub struct SweepTiming {
 }
 
 impl SweepConfig {
-    /// The checkpoint folder of a model named `name` (a scheme, or `rope-ft-KIND`) trained
-    /// with `seed`: under [`SweepConfig::checkpoints`] for the first seed (the shipped ones),
-    /// under [`SweepConfig::seed_checkpoints`] as `NAME-seedK` for the others.
+    /// The checkpoint folder of a model named `name` ([`Item::model`]) trained with `seed`:
+    /// under [`SweepConfig::checkpoints`] for the first seed (the shipped ones), under
+    /// [`SweepConfig::seed_checkpoints`] as `NAME-seedK` for the others.
     pub(super) fn checkpoint_dir(&self, name: &str, seed: u64) -> PathBuf {
         if Some(&seed) == self.seeds.first() {
             self.checkpoints.join(name)
@@ -42,22 +43,16 @@ impl SweepConfig {
         }
     }
 
-    /// The RoPE checkpoint of `seed`, which its scalings at inference evaluate and its
-    /// fine-tunes start from.
-    pub(super) fn rope_dir(&self, seed: u64) -> PathBuf {
-        self.checkpoint_dir(Scheme::Rope.name(), seed)
+    /// The from-scratch checkpoint of `scheme` and `seed`, which the scalings at inference
+    /// evaluate (RoPE's) and the fine-tunes start from.
+    pub(super) fn base_dir(&self, scheme: Scheme, seed: u64) -> PathBuf {
+        self.checkpoint_dir(scheme.name(), seed)
     }
 
-    /// The checkpoint folder `item` evaluates: the one it trains (its scheme's, `rope-ft-KIND`
-    /// for a fine-tune), or for a scaling at inference its seed's RoPE checkpoint.
+    /// The checkpoint folder `item` evaluates: the one it trains, or for a scaling at
+    /// inference its seed's RoPE checkpoint.
     pub(super) fn item_dir(&self, item: &Item) -> PathBuf {
-        match *item {
-            Item::Base(scheme, seed) => self.checkpoint_dir(scheme.name(), seed),
-            Item::Finetune(kind, seed) => {
-                self.checkpoint_dir(&format!("rope-ft-{}", kind.name()), seed)
-            }
-            Item::Inference(_, seed) => self.rope_dir(seed),
-        }
+        self.checkpoint_dir(&item.model(), item.seed())
     }
 
     /// The folder of the results CSV.
@@ -86,6 +81,10 @@ pub(super) struct ItemRecord {
     pub(super) eval: SweepEval,
     /// The dynamic NTK factor (RoPE scalings at inference).
     pub(super) dynamic_factor: f64,
+    /// YaRN's and Llama 3's bounds (RoPE scalings at inference); the references' in records
+    /// written before the sweep chose its own.
+    #[serde(default)]
+    pub(super) rope_bounds: RampBounds,
     /// Seconds.
     pub(super) timing: SweepTiming,
 }
@@ -138,7 +137,8 @@ pub(super) fn write_item(config: &SweepConfig, item: &Item, out: &ItemOutput) ->
 }
 
 /// Rebuilds the results CSV, `curves.csv` and `sweep.json` from the item files present, in
-/// item order; returns the rows. `sweep.json` holds the configuration, the timing of every
+/// item order, leaving out items recorded with another evaluation (stale, to be evaluated
+/// again); returns the rows. `sweep.json` holds the configuration, the timing of every
 /// finished item and their sums: like the tables, a function of the item files alone, so a run
 /// that only reuses items writes the same bytes again. One merge at a time, of this process or
 /// another (shards of one sweep into one folder): each holds the lock on the results CSV
@@ -149,7 +149,7 @@ pub(super) fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<
     let mut curves: Vec<CurveRow> = Vec::new();
     let mut timings = Vec::new();
     for item in items {
-        let Some(record) = read_record(config, item) else {
+        let Some(record) = read_record(config, item).filter(|r| r.evaluates_as(config)) else {
             continue;
         };
         rows.extend(read_csv::<ResultRow>(
@@ -177,6 +177,16 @@ pub(super) fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<
     });
     write_json(&config.results.with_file_name("sweep.json"), &summary)?;
     Ok(rows)
+}
+
+impl ItemRecord {
+    /// Whether the record's rows are an evaluation as `config` evaluates: the same
+    /// evaluation, dynamic NTK factor and RoPE bounds (the weights are checked apart).
+    pub(super) fn evaluates_as(&self, config: &SweepConfig) -> bool {
+        self.eval == config.eval
+            && self.dynamic_factor == config.dynamic_factor
+            && self.rope_bounds == config.rope_bounds
+    }
 }
 
 /// The record of a finished item, if its files are all there.

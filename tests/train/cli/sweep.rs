@@ -79,7 +79,10 @@ fn sweep_items_list_shard_merge_and_resume() {
   "schemes": ["nope", "rope"],
   "rope_inference": ["dynamic"],
   "eval": {{"lengths": [16, 32], "max_bytes": 512, "sliding_max_bytes": 256}},
-  "finetune": {{"kinds": ["yarn"], "steps": 1, "batch": 1}},
+  "finetune": {{"kinds": ["yarn"], "factors": [2],
+                "controls": [{{"scheme": "nope", "factors": [2]}}],
+                "steps": 2, "batch": 2, "valid_every": 1, "seeds": [3, 4]}},
+  "budget_control": {{"schemes": ["nope"], "seeds": [4]}},
   "seeds": [3, 4],
   "checkpoints": "{0}/checkpoints",
   "seed_checkpoints": "{0}/seed-checkpoints",
@@ -114,30 +117,103 @@ fn sweep_items_list_shard_merge_and_resume() {
     assert_eq!(
         names,
         [
+            "nope/seed3",
+            "nope-ft-x2/seed3",
             "rope/seed3",
             "rope/dynamic/seed3",
-            "rope-ft-yarn/seed3",
-            "nope/seed3",
+            "rope-ft-yarn-x2/seed3",
+            "nope/seed4",
+            "nope-ft-x2/seed4",
             "rope/seed4",
             "rope/dynamic/seed4",
-            "rope-ft-yarn/seed4",
-            "nope/seed4"
+            "rope-ft-yarn-x2/seed4",
+            "nope-budget-x2/seed4"
         ]
     );
+    // --plan: the items with their cost (steps x sequences x bytes), and the totals
+    let plan = run(
+        &whole_config,
+        &[
+            "--plan",
+            "--only",
+            "rope/dynamic/seed3,rope-ft-yarn-x2/seed4",
+        ],
+    );
+    let plan = String::from_utf8(plan.stdout).unwrap();
+    let lines: Vec<&str> = plan.lines().collect();
+    assert_eq!(lines.len(), 4, "{plan}");
+    assert!(
+        lines[1].starts_with("rope/dynamic/seed3") && lines[1].contains(" - "),
+        "{plan}"
+    );
+    assert!(
+        lines[2].starts_with("rope-ft-yarn-x2/seed4") && lines[2].contains("2 x 1 x 32"),
+        "{plan}"
+    );
+    assert!(lines[3].starts_with("total: 2 items"), "{plan}");
+    assert!(!whole.join("results").exists(), "--plan writes nothing");
     run(&whole_config, &[]);
     let table = |dir: &Path| std::fs::read_to_string(dir.join("results/ppl.csv")).unwrap();
     let expected = table(&whole);
-    // 2 seeds x (nope, rope, dynamic, ft-yarn at two factors) x 2 lengths x 2 modes
-    assert_eq!(expected.lines().count(), 1 + 2 * 5 * 2 * 2, "{expected}");
-    assert!(expected.lines().any(|l| l.contains(",ft-yarn-matched,")));
+    // 11 items x 2 lengths x 2 modes
+    assert_eq!(expected.lines().count(), 1 + 11 * 2 * 2, "{expected}");
+    // the fine-tunes: scored at 16 and 32 with the scaling of their factor 2 (the control
+    // without one), trained at 32
+    let rows = |variant: &str| -> Vec<Vec<String>> {
+        expected
+            .lines()
+            .filter(|l| l.split(',').nth(1) == Some(variant))
+            .map(|l| l.split(',').map(String::from).collect())
+            .collect()
+    };
+    let header: Vec<&str> = expected.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|&h| h == name).unwrap();
+    for (variant, factor) in [("ft-yarn-x2", "2.0"), ("ft-x2", ""), ("budget-x2", "")] {
+        let rows = rows(variant);
+        let n = if variant.starts_with("ft") {
+            2 * 2 * 2
+        } else {
+            2 * 2
+        };
+        assert_eq!(rows.len(), n, "{variant}");
+        assert!(
+            rows.iter().all(|r| r[column("scaling_factor")] == factor),
+            "{variant}"
+        );
+        let want_len = if variant.starts_with("ft") {
+            "32"
+        } else {
+            "16"
+        };
+        assert!(
+            rows.iter().all(|r| r[column("train_len")] == want_len),
+            "{variant}"
+        );
+    }
+    // a fine-tune's targets are its base model's: the same matched segments at 32
+    let windows = |stem: &str| {
+        std::fs::read_to_string(whole.join(format!("results/windows/{stem}.csv")))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(",matched,32,"))
+            .map(|l| l.split(',').nth(5).unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(windows("rope-ft-yarn-x2-seed3"), windows("rope-seed3"));
+    assert!(!windows("rope-seed3").is_empty());
     // the first seed's checkpoints where `checkpoints` says, the others beside
-    assert!(whole.join("checkpoints/rope-ft-yarn/config.json").exists());
     assert!(whole
-        .join("seed-checkpoints/rope-ft-yarn-seed4/config.json")
+        .join("checkpoints/rope-ft-yarn-x2/config.json")
+        .exists());
+    assert!(whole
+        .join("seed-checkpoints/rope-ft-yarn-x2-seed4/config.json")
+        .exists());
+    assert!(whole
+        .join("seed-checkpoints/nope-budget-x2-seed4/config.json")
         .exists());
     let curves = std::fs::read_to_string(whole.join("results/curves.csv")).unwrap();
-    // nope and rope 2 points each, the fine-tune 1, per seed
-    assert_eq!(curves.lines().count(), 1 + 2 * (2 + 2 + 1), "{curves}");
+    // every trained model 2 points per seed (the budget control 4)
+    assert_eq!(curves.lines().count(), 1 + 2 * 2 * 4 + 4, "{curves}");
 
     let sharded = corpus.join("sharded");
     let sharded_config = config(&sharded);
@@ -161,7 +237,7 @@ fn sweep_items_list_shard_merge_and_resume() {
     let log = String::from_utf8_lossy(&again.stderr);
     assert_eq!(
         log.matches("results of these weights reused").count(),
-        8,
+        11,
         "{log}"
     );
     assert_eq!(table(&whole), expected);
@@ -171,7 +247,7 @@ fn sweep_items_list_shard_merge_and_resume() {
     );
     let summary: serde_json::Value = serde_json::from_slice(&first_record).unwrap();
     let items = summary["items"].as_array().unwrap();
-    assert_eq!(items.len(), 8);
+    assert_eq!(items.len(), 11);
     let train_sum: f64 = items
         .iter()
         .map(|t| t["train_seconds"].as_f64().unwrap())
@@ -208,7 +284,8 @@ fn list_applies_and_checks_every_selection_flag() {
         &config,
         format!(
             r#"{{"schemes": ["nope", "rope"], "rope_inference": ["dynamic"],
-                 "finetune": {{"kinds": []}}, "seeds": [3, 4],
+                 "finetune": {{"kinds": [], "controls": []}},
+                 "budget_control": {{"schemes": []}}, "seeds": [3, 4],
                  "checkpoints": "{0}/checkpoints", "results": "{0}/results/ppl.csv"}}"#,
             dir.display()
         ),
@@ -224,18 +301,23 @@ fn list_applies_and_checks_every_selection_flag() {
     assert_eq!(
         list(&[]).lines().collect::<Vec<_>>(),
         [
+            "nope/seed3",
             "rope/seed3",
             "rope/dynamic/seed3",
-            "nope/seed3",
+            "nope/seed4",
             "rope/seed4",
-            "rope/dynamic/seed4",
-            "nope/seed4"
+            "rope/dynamic/seed4"
         ]
     );
     // groups: a seed's RoPE with its scalings, every other model alone
     assert_eq!(
         list(&["--shard", "1/2"]).lines().collect::<Vec<_>>(),
-        ["nope/seed3", "nope/seed4"]
+        [
+            "rope/seed3",
+            "rope/dynamic/seed3",
+            "rope/seed4",
+            "rope/dynamic/seed4"
+        ]
     );
     // in the order of the sweep, whatever the order given
     assert_eq!(
@@ -245,7 +327,7 @@ fn list_applies_and_checks_every_selection_flag() {
         ["rope/seed3", "nope/seed4"]
     );
     assert_eq!(
-        list(&["--only", "nope/seed3", "--shard", "0/2"]),
+        list(&["--only", "nope/seed3", "--shard", "1/2"]),
         "\n",
         "no item of the shard is named"
     );
