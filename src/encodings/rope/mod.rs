@@ -31,6 +31,7 @@ mod engine;
 mod extend;
 mod longrope;
 mod model;
+mod parts;
 mod precision;
 mod scaling;
 
@@ -43,11 +44,11 @@ pub use engine::{query_weights, stale_cache_error, Misreading};
 pub use extend::{self_extend_distance, SelfExtend};
 pub use longrope::LongRope;
 pub use model::{LayerRope, LayerScaling, ModelRope, RopeSummary};
+pub use parts::{ntk_by_parts_inv_freq, yarn_correction_dim, yarn_correction_range, yarn_ramp};
 pub use precision::{phase_error, wrapped_difference, AnglePrecision};
 pub use scaling::{
-    yarn_correction_dim, yarn_correction_range, yarn_mscale, RopeFrequencies, RopeScaling,
-    ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, MAX_DIM, YARN_BETA_FAST,
-    YARN_BETA_SLOW,
+    yarn_mscale, RopeFrequencies, RopeScaling, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR,
+    LLAMA3_LOW_FREQ_FACTOR, MAX_DIM, YARN_BETA_FAST, YARN_BETA_SLOW,
 };
 
 /// Which dimensions form a rotated pair.
