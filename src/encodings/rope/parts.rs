@@ -56,7 +56,9 @@ pub fn yarn_correction_range(
 /// ```
 ///
 /// 1 where the pair keeps its frequency (extrapolation), 0 where it is interpolated. Since
-/// low is clipped at 0, $\gamma_0 = 1$ always: the fastest pair is never interpolated.
+/// low is clipped at 0, $\gamma_0 = 1$ always: the fastest pair is never interpolated. High is
+/// not clipped below: when both ends fall below 0 (betas so large that no pair turns that
+/// rarely within $L$), high < low, the ramp runs backwards and every pair keeps its frequency.
 ///
 /// # Errors
 /// `dim` or `base` invalid, `original_max` 0, $\beta$s not $0 < \beta_{slow} < \beta_{fast}$.
