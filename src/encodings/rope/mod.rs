@@ -25,7 +25,9 @@
 //!
 //! Derived step by step, checked and plotted in `notebooks/07_rope.ipynb`; RoPE as real
 //! models configure it (a model's `config.json` read into these types, [`ModelRope`]), and
-//! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`.
+//! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`; the relative position
+//! rectified at a window at inference ([`ReRope`]: ReRoPE, Leaky ReRoPE) in
+//! `notebooks/13_rerope_and_log_n.ipynb`.
 
 mod engine;
 mod extend;
@@ -33,6 +35,7 @@ mod longrope;
 mod model;
 mod parts;
 mod precision;
+mod rerope;
 mod scaling;
 
 use ndarray::{Array2, ArrayView2};
@@ -46,6 +49,7 @@ pub use longrope::LongRope;
 pub use model::{LayerRope, LayerScaling, ModelRope, RopeSummary};
 pub use parts::{ntk_by_parts_inv_freq, yarn_correction_dim, yarn_correction_range, yarn_ramp};
 pub use precision::{phase_error, wrapped_difference, AnglePrecision};
+pub use rerope::ReRope;
 pub use scaling::{
     yarn_mscale, RopeFrequencies, RopeScaling, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR,
     LLAMA3_LOW_FREQ_FACTOR, MAX_DIM, YARN_BETA_FAST, YARN_BETA_SLOW,
