@@ -58,7 +58,7 @@ pub mod prelude {
         sinusoidal_embedding, sinusoidal_table, SinusoidalAbsolute, SinusoidalLayout,
     };
     pub use crate::encodings::t5::{relative_position_bucket, T5Bias};
-    pub use crate::encodings::temperature::{Temperature, Tempered};
+    pub use crate::encodings::temperature::{attention_entropy, Temperature, Tempered};
     pub use crate::encodings::tupe::Tupe;
     pub use crate::encodings::xl::{rel_shift, TransformerXl};
     pub use crate::encodings::xpos::XPos;
