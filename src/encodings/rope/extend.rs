@@ -83,9 +83,13 @@ impl SelfExtend {
     /// rotations inside the window, grouped ones outside.
     ///
     /// # Errors
-    /// When the widths differ from the rotary dimension or `Lq > Lk`.
+    /// When the widths differ from the rotary dimension or `Lq > Lk`, or a window or group of
+    /// 0 (the fields are public).
     pub fn scores(&self, q: ArrayView2<f32>, k: ArrayView2<f32>) -> Result<Array2<f32>> {
         let (w, g) = (self.window, self.group);
+        // the fields are public: checked again before dividing by G
+        ensure(w >= 1, "window", w, "at least 1")?;
+        ensure(g >= 1, "group", g, "at least 1")?;
         // grouped rotations: floor(i/G) + w - floor(w/G) and floor(j/G)
         windowed_two_pass(
             &self.rope,

@@ -39,6 +39,20 @@ use crate::encodings::{ensure_queries_fit, query_position, PositionScheme};
 use crate::error::{ensure, ensure_shape, Result};
 
 /// ReRoPE (`leak: None`) or Leaky ReRoPE (`leak: Some(k)`) over a RoPE scheme.
+///
+/// # Examples
+/// ```
+/// use posenc::prelude::*;
+/// let rope = Rope::new(RopeConfig::new(16, 1e4)?, RopeLayout::Half);
+/// let (re, leaky) = (ReRope::new(rope, 4)?, ReRope::leaky(rope, 4, 2.0)?);
+/// // i - j = 10: clipped at w = 4, or 4 + (10 - 4)/2 = 7
+/// assert_eq!((re.position(12, 2), leaky.position(12, 2)), (4.0, 7.0));
+/// let (q, k) = (Array2::<f32>::ones((6, 16)), Array2::<f32>::ones((6, 16)));
+/// let two_pass = leaky.scores(q.view(), k.view())?;
+/// let by_pair = leaky.scores_by_position_map(q.view(), k.view())?;
+/// assert!((&two_pass - &by_pair).iter().all(|e| e.abs() < 1e-4));
+/// # Ok::<(), posenc::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ReRope {
     /// The RoPE whose relative positions are rectified (its frequencies and scaling are kept).
