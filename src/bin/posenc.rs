@@ -181,10 +181,10 @@ struct RopeArgs {
     /// Current sequence length (dynamic only).
     #[arg(long)]
     seq_len: Option<usize>,
-    /// YaRN beta_fast.
+    /// YaRN (and NTK-by-parts) beta_fast.
     #[arg(long, default_value_t = YARN_BETA_FAST)]
     beta_fast: f64,
-    /// YaRN beta_slow.
+    /// YaRN (and NTK-by-parts) beta_slow.
     #[arg(long, default_value_t = YARN_BETA_SLOW)]
     beta_slow: f64,
     /// Llama3 low_freq_factor.
@@ -214,6 +214,13 @@ impl RopeArgs {
             ScalingKind::Dynamic => RopeScaling::Dynamic {
                 factor: require_factor()?,
                 original_max: self.original_max.unwrap_or(self.max_position),
+            },
+            ScalingKind::NtkByParts => RopeScaling::NtkByParts {
+                factor: require_factor()?,
+                original_max: self.original_max.unwrap_or(self.max_position),
+                beta_fast: self.beta_fast,
+                beta_slow: self.beta_slow,
+                truncate: true,
             },
             ScalingKind::Yarn => {
                 let original_max = self.original_max.unwrap_or(self.max_position);

@@ -12,7 +12,7 @@
 //! | [`t5`] | T5 bucketed bias | score bias |
 //! | [`deberta`] | DeBERTa c2p + p2c, log buckets | relative vectors |
 //! | [`tupe`] | TUPE, untied positional term | score term + bias |
-//! | [`rope`] | RoPE, both layouts, PI / NTK / dynamic / YaRN / Llama3 / LongRoPE; a model's configuration read ([`rope::ModelRope`]); Self-Extend | rotate q, k |
+//! | [`rope`] | RoPE, both layouts, PI / NTK / dynamic / NTK-by-parts / YaRN / Llama3 / LongRoPE; a model's configuration read ([`rope::ModelRope`]); Self-Extend; ReRoPE and Leaky ReRoPE ([`rope::ReRope`]) | rotate q, k |
 //! | [`alibi`] | ALiBi | score bias |
 //! | [`xpos`] | xPos | rotate and scale q, k |
 //! | [`kerple`] | Kerple (log, power) | score bias |

@@ -21,12 +21,26 @@
 //! with $c = 1$ in Llama 4 ($F = 8192$, $\beta = 0.1$) and $c = 0$ in Ministral 3 ($F$ the
 //! original length). [`Tempered`] applies $\tau$ to the queries of any scheme. Checked and
 //! plotted in `notebooks/12_rope_in_the_wild.ipynb`.
+//!
+//! **Which log-$n$.** The query at 0-based position $m$ sees $n = m + 1$ keys under a causal
+//! mask; [`Temperature::LogN`] multiplies it by $\log_L n$ once $n > L$ and by 1 before, which is
+//! $\max(1, \ln n / \ln L)$ since $\log_L n \le 1$ for $n \le L$. This is Qwen's
+//! `logn_list[m] = math.log(m + 1, seq_length) if m + 1 > seq_length else 1` and Su's ReRoPE code
+//! (bojone/rerope, `rerope_patch.py`: `((position_ids + 1).log() / log(training_length)).clip(1)`).
+//! Su's entropy-invariant attention (<https://kexue.fm/archives/8823>, derived again in
+//! <https://kexue.fm/archives/9034>) scales the logits by $\kappa \ln n$ at every $n$, a change
+//! to training; for a model trained with $1/\sqrt d$ at length $L$, $\ln n / \ln L$ clipped at 1 is
+//! that scale normalised to leave every length up to $L$ as trained. The argument: with
+//! logits $\lambda s_j$ over $n$ keys, $H = \ln n + \ln \tfrac1n\sum_j e^{\lambda s_j} -
+//! \lambda \sum_j p_j s_j \approx \ln n - \lambda (s_{\max} - \bar s)$, so $\lambda \propto \ln n$
+//! keeps $H$ level as $n$ grows ([`attention_entropy`] measures it; notebook 13 checks it on
+//! random q and k).
 
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
 use super::{query_position, PositionScheme};
-use crate::error::{ensure, ensure_positive, Result};
+use crate::error::{ensure, ensure_positive, invalid, Result};
 
 /// A query scale $\tau(m)$ that depends on the query's position $m$ (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -113,6 +127,35 @@ impl Temperature {
             } => format!("floor-log (beta {beta}, F {floor}, c {offset})"),
         }
     }
+}
+
+/// The entropy $H_i = -\sum_j \alpha_{ij} \ln \alpha_{ij}$ of each row of attention weights, in
+/// nats ($0 \ln 0 = 0$): $\ln n$ for uniform weights over $n$ keys, 0 for one key.
+///
+/// # Errors
+/// A weight that is negative or not finite.
+///
+/// # Examples
+/// ```
+/// use posenc::prelude::*;
+/// let uniform = Array2::<f32>::from_elem((1, 4), 0.25);
+/// assert!((attention_entropy(uniform.view())?[0] - 4f64.ln()).abs() < 1e-7);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn attention_entropy(probs: ArrayView2<f32>) -> Result<Vec<f64>> {
+    if let Some(p) = probs.iter().find(|p| !(p.is_finite() && **p >= 0.0)) {
+        return Err(invalid("attention weight", p, "a finite number >= 0"));
+    }
+    Ok(probs
+        .outer_iter()
+        .map(|row| {
+            // -sum_j p_j ln p_j
+            -row.iter()
+                .filter(|&&p| p > 0.0)
+                .map(|&p| f64::from(p) * f64::from(p).ln())
+                .sum::<f64>()
+        })
+        .collect())
 }
 
 /// A scheme whose queries are multiplied by $\tau(m)$ before anything else: every logit of
@@ -216,6 +259,20 @@ mod tests {
         assert!((m3.scale(3 * 16_384) - (1.0 + 0.1 * 4f64.ln())).abs() < 1e-15);
         assert!(Temperature::ministral3(-0.1, 16).validate().is_err());
         assert!(Temperature::ministral3(0.1, 0).validate().is_err());
+    }
+
+    #[test]
+    fn entropy_is_zero_on_one_key_and_log_n_on_uniform_weights() {
+        let probs = ndarray::array![[0.0f32, 1.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]];
+        let h = attention_entropy(probs.view()).unwrap();
+        assert_eq!(h[0], 0.0);
+        assert!((h[1] - 2f64.ln()).abs() < 1e-12);
+        // -(0.2 ln 0.2 + 0.3 ln 0.3 + 0.5 ln 0.5), written out
+        let expected: f64 = 0.2 * 5f64.ln() + 0.3 * (10f64 / 3.0).ln() + 0.5 * 2f64.ln();
+        assert!((h[2] - expected).abs() < 1e-7);
+        let bad = ndarray::array![[0.5f32, -0.1, 0.6]];
+        assert!(attention_entropy(bad.view()).is_err());
+        assert!(attention_entropy(ndarray::array![[f32::NAN]].view()).is_err());
     }
 
     proptest! {

@@ -345,7 +345,7 @@ fn argument_errors_keep_the_suggestions_of_the_parser() {
         ),
         (
             &["dump", "rope-freqs", "--dim", "64", "--scaling", "warp"],
-            "[possible values: linear, ntk, dynamic, yarn, llama3]",
+            "[possible values: linear, ntk, dynamic, ntk-by-parts, yarn, llama3]",
         ),
     ] {
         let out = posenc(args);

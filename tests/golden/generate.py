@@ -9,13 +9,15 @@ re-implemented here.  The only hand-written reference is Transformer-XL's
 Usage, from the repository root, in an environment made from
 tests/golden/requirements.txt (see tests/golden/README.md):
 
-    python tests/golden/generate.py
+    python tests/golden/generate.py [FIXTURE.json ...]
 
-The script rewrites these files in tests/golden/ (deterministically: running it
-twice with the same package versions produces byte-identical files):
+The script rewrites these files in tests/golden/, or only the ones named
+(deterministically: running it twice with the same package versions produces
+byte-identical files):
 
     t5_buckets.json, deberta_buckets.json, alibi_slopes.json, rope.json,
-    xl_rel_shift.json, rope_yarn_grid.json, rope_configs.json, configs/v5/*.json
+    xl_rel_shift.json, rope_yarn_grid.json, rope_configs.json (and configs/v5/*.json),
+    rope_ntk_by_parts.json
 
 Floating-point values are float32 tensor elements converted with float(), so
 each JSON number is the exact decimal expansion (shortest repr of the double)
@@ -663,16 +665,89 @@ def rope_configs():
     )
 
 
+# --------------------------------------------------------------------------
+# 8. NTK-by-parts: YaRN's frequencies with attention_factor 1
+# --------------------------------------------------------------------------
+
+
+def rope_ntk_by_parts():
+    """NTK-by-parts is YaRN's frequency ramp without its temperature: transformers has no
+    rope_type of its own for it, so it is `_compute_yarn_parameters` with `attention_factor`
+    1.0 given explicitly (which transformers then uses as is, ignoring mscale), through the
+    same `rope_case` as rope.json. Head dims 32 (the byte LM's), 64, 128 x original lengths 128
+    (the byte LM's) and 4096 x bases 1e4, 5e5 x factors 2, 4, 16 x truncate true/false, and
+    five cases with other betas."""
+    cases = []
+    grid = [
+        (dim, original, base, factor, truncate, None)
+        for dim in [32, 64, 128]
+        for original in [128, 4096]
+        for base in [10000.0, 500000.0]
+        for factor in [2.0, 4.0, 16.0]
+        for truncate in [True, False]
+    ]
+    grid += [
+        (32, 128, 10000.0, 16.0, True, (16.0, 2.0)),
+        (64, 4096, 10000.0, 8.0, False, (64.0, 0.5)),
+        # the ramp's ends: low clipped to 0 and high in (0, 1] (every pair but pair 0
+        # interpolated); both below 0 (high < low: the ramp runs backwards, every pair kept);
+        # both above the last pair (every pair kept)
+        (32, 128, 10000.0, 4.0, False, (30.0, 15.0)),
+        (32, 128, 10000.0, 4.0, True, (2000.0, 1000.0)),
+        (32, 4096, 10000.0, 4.0, True, (0.1, 0.05)),
+    ]
+    for dim, original, base, factor, truncate, betas in grid:
+        params = {
+            "factor": factor,
+            "original_max_position_embeddings": original,
+            "attention_factor": 1.0,
+            "truncate": truncate,
+        }
+        name = f"parts_d{dim}_L{original}_b{int(base)}_s{int(factor)}_{'trunc' if truncate else 'exact'}"
+        if betas is not None:
+            params["beta_fast"], params["beta_slow"] = betas
+            name += f"_fast{betas[0]:g}_slow{betas[1]:g}"
+        case = rope_case(name, "yarn", dim, base, int(factor * original), params)
+        if case["attention_factor"] != 1.0:
+            raise AssertionError(f"{name}: attention factor {case['attention_factor']}, not 1")
+        cases.append(case)
+    write_fixture(
+        "rope_ntk_by_parts.json",
+        {
+            "generator": GENERATOR,
+            "config": "as rope.json: LlamaConfig with head_dim=dim, max_position_embeddings=factor*original, "
+            "rope_parameters={'rope_type': 'yarn', 'rope_theta': base, 'factor': factor, "
+            "'original_max_position_embeddings': original, 'attention_factor': 1.0, 'truncate': truncate"
+            "[, 'beta_fast', 'beta_slow']}",
+            "call": "ROPE_INIT_FUNCTIONS['yarn'](config, None, seq_len=None)",
+            "cases": cases,
+        },
+    )
+
+
+FIXTURES = {
+    "t5_buckets.json": t5_buckets,
+    "deberta_buckets.json": deberta_buckets,
+    "alibi_slopes.json": alibi_slopes,
+    "rope.json": rope,
+    "xl_rel_shift.json": xl_rel_shift_fixture,
+    "rope_yarn_grid.json": rope_yarn_grid,
+    "rope_configs.json": rope_configs,
+    "rope_ntk_by_parts.json": rope_ntk_by_parts,
+}
+
+
 def main():
+    """Writes every fixture, or only those named on the command line (`rope_ntk_by_parts.json`;
+    `rope_configs.json` also writes configs/v5/)."""
+    names = sys.argv[1:] or list(FIXTURES)
+    unknown = [n for n in names if n not in FIXTURES]
+    if unknown:
+        raise SystemExit(f"unknown fixture(s) {unknown}; known: {', '.join(FIXTURES)}")
     torch.use_deterministic_algorithms(True)
     print(f"generator: {GENERATOR}", file=sys.stderr)
-    t5_buckets()
-    deberta_buckets()
-    alibi_slopes()
-    rope()
-    xl_rel_shift_fixture()
-    rope_yarn_grid()
-    rope_configs()
+    for name in names:
+        FIXTURES[name]()
 
 
 if __name__ == "__main__":

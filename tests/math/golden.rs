@@ -266,6 +266,63 @@ fn yarn_truncated_and_exact_equal_hugging_face_over_a_grid() {
 }
 
 #[test]
+fn ntk_by_parts_equals_hugging_face_yarn_with_attention_factor_one() {
+    // transformers has no rope_type for it: YaRN with attention_factor 1.0 given explicitly
+    let golden = fixture("rope_ntk_by_parts.json");
+    let (mut checked, mut worst) = (0, 0u64);
+    for case in golden["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let (dim, base) = (
+            case["dim"].as_u64().unwrap() as usize,
+            case["base"].as_f64().unwrap(),
+        );
+        let RopeScaling::Yarn {
+            factor,
+            original_max,
+            beta_fast,
+            beta_slow,
+            attention_factor: Some(one),
+            truncate,
+            ..
+        } = scaling_from_case(case)
+        else {
+            panic!("{name}: not YaRN with an explicit attention factor");
+        };
+        assert_eq!(one, 1.0, "{name}");
+        let parts = RopeScaling::NtkByParts {
+            factor,
+            original_max,
+            beta_fast,
+            beta_slow,
+            truncate,
+        };
+        let ours = RopeConfig::with_scaling(dim, base, parts)
+            .unwrap()
+            .frequencies(None)
+            .unwrap();
+        assert_eq!(ours.attention_factor, 1.0, "{name}");
+        assert_eq!(case["attention_factor"].as_f64(), Some(1.0), "{name}");
+        for (i, (&a, b)) in ours
+            .inv_freq
+            .iter()
+            .zip(floats(&case["inv_freq"]))
+            .enumerate()
+        {
+            // f32 powers by two libraries: 2 ulps allowed as for the YaRN grid (0 measured here)
+            let ulps = (a.to_bits() as i64 - (b as f32).to_bits() as i64).unsigned_abs();
+            assert!(
+                ulps <= 2,
+                "{name} inv_freq[{i}]: ours {a:e}, reference {b:e}"
+            );
+            worst = worst.max(ulps);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 2784);
+    println!("ntk-by-parts: {checked} golden values, worst difference {worst} ulps");
+}
+
+#[test]
 fn xl_rel_shift_equals_the_reference_code() {
     let golden = fixture("xl_rel_shift.json");
     let mut checked = 0;

@@ -1,10 +1,13 @@
 //! The position math without features: our position objects against the reference code's
-//! values ([`golden`]) and every scheme through the one reference attention ([`schemes`]).
+//! values ([`golden`]), every scheme through the one reference attention ([`schemes`]), and the
+//! schemes applied to a trained RoPE model at inference as limits of one another
+//! ([`inference_extension`]).
 
 #[path = "../support/mod.rs"]
 pub mod support;
 
 mod golden;
+mod inference_extension;
 mod rope_configs;
 mod rope_properties;
 mod schemes;

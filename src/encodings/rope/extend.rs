@@ -13,8 +13,8 @@
 //! \lfloor i/G \rfloor - \lfloor j/G \rfloor + w - \lfloor w/G \rfloor & i - j \ge w \end{cases}
 //! ```
 //!
-//! The implementation rotates q and k twice, with the plain positions $(i, j)$ and with the
-//! grouped ones $(\lfloor i/G\rfloor + w - \lfloor w/G\rfloor, \lfloor j/G\rfloor)$, and merges
+//! The implementation rotates q and k twice (the two-pass form it shares with ReRoPE), with the
+//! plain positions $(i, j)$ and with the grouped ones $(\lfloor i/G\rfloor + w - \lfloor w/G\rfloor, \lfloor j/G\rfloor)$, and merges
 //! the two score matrices by the window; by RoPE's relativity each merged score is the score at
 //! distance $d_{ij}$. The largest distance over $\ell$ positions is
 //! $\lfloor (\ell-1)/G\rfloor + w - \lfloor w/G\rfloor$, so a model trained at $L$ reaches
@@ -26,8 +26,9 @@
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
-use super::{apply_rope, Rope, RopeFrequencies, RopeScaling};
-use crate::encodings::{ensure_queries_fit, query_position, PositionScheme};
+use super::rerope::windowed_two_pass;
+use super::{Rope, RopeScaling};
+use crate::encodings::PositionScheme;
 use crate::error::{ensure, Result};
 
 /// The Self-Extend distance $d_{ij}$ of a query at `i` and a key at `j <= i` (above: `i - j`,
@@ -82,33 +83,22 @@ impl SelfExtend {
     /// rotations inside the window, grouped ones outside.
     ///
     /// # Errors
-    /// When the widths differ from the rotary dimension or `Lq > Lk`.
+    /// When the widths differ from the rotary dimension or `Lq > Lk`, or a window or group of
+    /// 0 (the fields are public).
     pub fn scores(&self, q: ArrayView2<f32>, k: ArrayView2<f32>) -> Result<Array2<f32>> {
-        let (lq, lk) = (q.nrows(), k.nrows());
-        ensure_queries_fit(lq, lk)?;
-        let freqs: RopeFrequencies = self.rope.config.frequencies(Some(lk))?;
-        let layout = self.rope.layout;
         let (w, g) = (self.window, self.group);
-        let q_pos: Vec<usize> = (0..lq).map(|i| query_position(i, lq, lk)).collect();
-        let as_f64 = |p: &[usize]| -> Vec<f64> { p.iter().map(|&x| x as f64).collect() };
-        // neighbour rotations: positions i and j
-        let k_pos: Vec<usize> = (0..lk).collect();
-        let qn = apply_rope(q, &as_f64(&q_pos), &freqs, layout)?;
-        let kn = apply_rope(k, &as_f64(&k_pos), &freqs, layout)?;
+        // the fields are public: checked again before dividing by G
+        ensure(w >= 1, "window", w, "at least 1")?;
+        ensure(g >= 1, "group", g, "at least 1")?;
         // grouped rotations: floor(i/G) + w - floor(w/G) and floor(j/G)
-        let qg_pos: Vec<usize> = q_pos.iter().map(|&i| i / g + w - w / g).collect();
-        let kg_pos: Vec<usize> = k_pos.iter().map(|&j| j / g).collect();
-        let qg = apply_rope(q, &as_f64(&qg_pos), &freqs, layout)?;
-        let kg = apply_rope(k, &as_f64(&kg_pos), &freqs, layout)?;
-        let neighbour = qn.dot(&kn.t());
-        let grouped = qg.dot(&kg.t());
-        Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
-            if q_pos[i] >= j && q_pos[i] - j >= w {
-                grouped[[i, j]]
-            } else {
-                neighbour[[i, j]]
-            }
-        }))
+        windowed_two_pass(
+            &self.rope,
+            q,
+            k,
+            w,
+            |i| (i / g + w - w / g) as f64,
+            |j| (j / g) as f64,
+        )
     }
 }
 
@@ -157,7 +147,7 @@ mod tests {
     use super::*;
     use crate::attention::attention;
     use crate::encodings::init::seeded_normal as random;
-    use crate::encodings::rope::{RopeConfig, RopeLayout};
+    use crate::encodings::rope::{apply_rope, RopeConfig, RopeLayout};
     use proptest::prelude::*;
 
     fn rope(layout: RopeLayout) -> Rope {

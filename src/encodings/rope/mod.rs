@@ -28,7 +28,9 @@
 //!
 //! Derived step by step, checked and plotted in `notebooks/07_rope.ipynb`; RoPE as real
 //! models configure it (a model's `config.json` read into these types, [`ModelRope`]), and
-//! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`.
+//! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`; the relative position
+//! rectified at a window at inference ([`ReRope`]: ReRoPE, Leaky ReRoPE) in
+//! `notebooks/13_rerope_and_log_n.ipynb`.
 
 mod bands;
 mod engine;
@@ -36,7 +38,9 @@ mod extend;
 mod longrope;
 mod matrix;
 mod model;
+mod parts;
 mod precision;
+mod rerope;
 mod scaling;
 
 use ndarray::{Array2, ArrayView2};
@@ -50,11 +54,12 @@ pub use extend::{self_extend_distance, SelfExtend};
 pub use longrope::LongRope;
 pub use matrix::{decay_bound, rotation_matrix};
 pub use model::{LayerRope, LayerScaling, ModelRope, RopeSummary};
+pub use parts::{ntk_by_parts_inv_freq, yarn_correction_dim, yarn_correction_range, yarn_ramp};
 pub use precision::{phase_error, wrapped_difference, AnglePrecision};
+pub use rerope::ReRope;
 pub use scaling::{
-    yarn_correction_dim, yarn_correction_range, yarn_mscale, RopeFrequencies, RopeScaling,
-    ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, MAX_DIM, YARN_BETA_FAST,
-    YARN_BETA_SLOW,
+    yarn_mscale, RopeFrequencies, RopeScaling, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR,
+    LLAMA3_LOW_FREQ_FACTOR, MAX_DIM, YARN_BETA_FAST, YARN_BETA_SLOW,
 };
 
 /// Which dimensions form a rotated pair.

@@ -10,14 +10,21 @@
 //! | linear (PI) | $\theta_i / s$ | 1 |
 //! | NTK-aware | $\theta_i$ with $b' = b\ s^{d/(d-2)}$ | 1 |
 //! | dynamic NTK | $\theta_i$ with $b' = b\ (s\ \ell/L - (s-1))^{d/(d-2)}$, $\ell = \max(\text{len}, L)$ | 1 |
-//! | YaRN | $\theta_i\ \big((1-\gamma_i)/s + \gamma_i\big)$, $\gamma_i$ a ramp over dims | $0.1 \ln s + 1$ |
+//! | NTK-by-parts | $\theta_i\ \big((1-\gamma_i)/s + \gamma_i\big)$, $\gamma_i$ a ramp over dims | 1 |
+//! | YaRN | as NTK-by-parts | $0.1 \ln s + 1$ |
 //! | Llama3 | $\theta_i$ (high freq.), $\theta_i/s$ (low), smooth blend between | 1 |
 //!
-//! Derived step by step, checked and plotted in `notebooks/08_rope_scaling.ipynb`.
+//! YaRN is NTK-by-parts plus a temperature: both take their frequencies from one ramp
+//! ([`yarn_ramp`], [`ntk_by_parts_inv_freq`]); YaRN also multiplies cos and sin by its
+//! attention factor, so every logit by its square.
+//!
+//! Derived step by step, checked and plotted in `notebooks/08_rope_scaling.ipynb`; YaRN's two
+//! ingredients separated in `notebooks/13_rerope_and_log_n.ipynb`.
 
 use serde::{Deserialize, Serialize};
 
 use super::bands::RampBounds;
+use super::parts::{check_betas, ntk_by_parts_inv_freq, yarn_ramp};
 use crate::error::{ensure, invalid, Result};
 
 /// YaRN's default $\beta_{fast}$ (rotations at which interpolation stops).
@@ -57,6 +64,22 @@ pub enum RopeScaling {
         factor: f64,
         /// $L$, the length up to which RoPE is left unchanged.
         original_max: usize,
+    },
+    /// NTK-by-parts (bloc97 2023; Peng et al. 2023, section 3.2): YaRN's frequency ramp
+    /// without its attention temperature (attention factor 1): pairs that turn more than
+    /// $\beta_{fast}$ times within $L$ keep their frequency, those turning fewer than
+    /// $\beta_{slow}$ times are interpolated (divided by $s$), a linear ramp between.
+    NtkByParts {
+        /// $s > 0$.
+        factor: f64,
+        /// $L$.
+        original_max: usize,
+        /// $\beta_{fast}$, default 32.
+        beta_fast: f64,
+        /// $\beta_{slow}$, default 1.
+        beta_slow: f64,
+        /// Round the ramp's ends to whole dims (HF default true).
+        truncate: bool,
     },
     /// YaRN (Peng et al. 2023): NTK-by-parts ramp plus attention temperature.
     Yarn {
@@ -103,6 +126,9 @@ pub enum ScalingKind {
     Ntk,
     /// Dynamic NTK.
     Dynamic,
+    /// NTK-by-parts: YaRN's ramp without its temperature.
+    #[serde(rename = "ntk-by-parts")]
+    NtkByParts,
     /// YaRN.
     Yarn,
     /// Llama 3.1.
@@ -111,10 +137,11 @@ pub enum ScalingKind {
 
 impl ScalingKind {
     /// Every kind, in the order of the results table.
-    pub const ALL: [ScalingKind; 5] = [
+    pub const ALL: [ScalingKind; 6] = [
         ScalingKind::Linear,
         ScalingKind::Ntk,
         ScalingKind::Dynamic,
+        ScalingKind::NtkByParts,
         ScalingKind::Yarn,
         ScalingKind::Llama3,
     ];
@@ -125,6 +152,7 @@ impl ScalingKind {
             Self::Linear => "Position interpolation",
             Self::Ntk => "NTK-aware base change",
             Self::Dynamic => "Dynamic NTK",
+            Self::NtkByParts => "NTK-by-parts (YaRN's ramp, no temperature)",
             Self::Yarn => "YaRN",
             Self::Llama3 => "Llama 3.1",
         }
@@ -136,6 +164,7 @@ impl ScalingKind {
             Self::Linear => "linear",
             Self::Ntk => "ntk",
             Self::Dynamic => "dynamic",
+            Self::NtkByParts => "ntk-by-parts",
             Self::Yarn => "yarn",
             Self::Llama3 => "llama3",
         }
@@ -161,6 +190,13 @@ impl ScalingKind {
             Self::Dynamic => RopeScaling::Dynamic {
                 factor,
                 original_max,
+            },
+            Self::NtkByParts => RopeScaling::NtkByParts {
+                factor,
+                original_max,
+                beta_fast: bounds.beta_fast,
+                beta_slow: bounds.beta_slow,
+                truncate: true,
             },
             Self::Yarn => RopeScaling::Yarn {
                 factor,
@@ -192,6 +228,7 @@ impl RopeScaling {
             RopeScaling::Linear { .. } => Some(ScalingKind::Linear),
             RopeScaling::NtkAware { .. } => Some(ScalingKind::Ntk),
             RopeScaling::Dynamic { .. } => Some(ScalingKind::Dynamic),
+            RopeScaling::NtkByParts { .. } => Some(ScalingKind::NtkByParts),
             RopeScaling::Yarn { .. } => Some(ScalingKind::Yarn),
             RopeScaling::Llama3 { .. } => Some(ScalingKind::Llama3),
         }
@@ -203,19 +240,26 @@ impl RopeScaling {
         ScalingKind::Yarn.scaling(factor, original_max)
     }
 
+    /// NTK-by-parts with YaRN's defaults ($\beta_{fast} = 32$, $\beta_{slow} = 1$, truncated
+    /// ramp): the frequencies of [`RopeScaling::yarn`], attention factor 1.
+    pub fn ntk_by_parts(factor: f64, original_max: usize) -> Self {
+        ScalingKind::NtkByParts.scaling(factor, original_max)
+    }
+
     /// Llama3 with the default low/high frequency factors 1 and 4.
     pub fn llama3(factor: f64, original_max: usize) -> Self {
         ScalingKind::Llama3.scaling(factor, original_max)
     }
 
-    /// The short name used on the command line: `none`, `linear`, `ntk`, `dynamic`, `yarn`,
-    /// `llama3`.
+    /// The short name used on the command line: `none`, `linear`, `ntk`, `dynamic`,
+    /// `ntk-by-parts`, `yarn`, `llama3`.
     pub fn name(&self) -> &'static str {
         match self {
             RopeScaling::None => "none",
             RopeScaling::Linear { .. } => "linear",
             RopeScaling::NtkAware { .. } => "ntk",
             RopeScaling::Dynamic { .. } => "dynamic",
+            RopeScaling::NtkByParts { .. } => "ntk-by-parts",
             RopeScaling::Yarn { .. } => "yarn",
             RopeScaling::Llama3 { .. } => "llama3",
         }
@@ -228,6 +272,7 @@ impl RopeScaling {
             RopeScaling::Linear { factor }
             | RopeScaling::NtkAware { factor }
             | RopeScaling::Dynamic { factor, .. }
+            | RopeScaling::NtkByParts { factor, .. }
             | RopeScaling::Yarn { factor, .. }
             | RopeScaling::Llama3 { factor, .. } => Some(factor),
         }
@@ -276,6 +321,15 @@ impl RopeScaling {
                 factor,
                 original_max,
             } => factor_ok(factor).and(original_ok(original_max)),
+            RopeScaling::NtkByParts {
+                factor,
+                original_max,
+                beta_fast,
+                beta_slow,
+                ..
+            } => factor_ok(factor)
+                .and(original_ok(original_max))
+                .and(check_betas(beta_fast, beta_slow)),
             RopeScaling::Yarn {
                 factor,
                 original_max,
@@ -288,18 +342,7 @@ impl RopeScaling {
             } => {
                 factor_ok(factor)?;
                 original_ok(original_max)?;
-                ensure(
-                    beta_slow.is_finite() && beta_slow > 0.0,
-                    "beta_slow",
-                    beta_slow,
-                    "a finite number > 0",
-                )?;
-                ensure(
-                    beta_fast.is_finite() && beta_fast > beta_slow,
-                    "beta_fast",
-                    beta_fast,
-                    &format!("a finite number > beta_slow = {beta_slow}"),
-                )?;
+                check_betas(beta_fast, beta_slow)?;
                 for (name, v) in [
                     ("mscale", mscale),
                     ("mscale_all_dim", mscale_all_dim),
@@ -363,31 +406,6 @@ pub fn yarn_mscale(factor: f64, mscale: f64) -> f64 {
     }
 }
 
-/// The dimension (fractional) whose wavelength makes `rotations` turns over `original_max`
-/// positions: $d \ln(L / (2\pi r)) / (2 \ln b)$.
-pub fn yarn_correction_dim(rotations: f64, dim: usize, base: f64, original_max: usize) -> f64 {
-    (dim as f64 * (original_max as f64 / (rotations * 2.0 * std::f64::consts::PI)).ln())
-        / (2.0 * base.ln())
-}
-
-/// YaRN's ramp ends $(\text{low}, \text{high})$ over dims, clipped to $[0, d-1]$.
-pub fn yarn_correction_range(
-    beta_fast: f64,
-    beta_slow: f64,
-    dim: usize,
-    base: f64,
-    original_max: usize,
-    truncate: bool,
-) -> (f64, f64) {
-    let mut low = yarn_correction_dim(beta_fast, dim, base, original_max);
-    let mut high = yarn_correction_dim(beta_slow, dim, base, original_max);
-    if truncate {
-        low = low.floor();
-        high = high.ceil();
-    }
-    (low.max(0.0), high.min((dim - 1) as f64))
-}
-
 pub(crate) fn scaled_frequencies(
     dim: usize,
     base: f64,
@@ -424,6 +442,16 @@ pub(crate) fn scaled_frequencies(
             let grown = factor * len / original_max as f64 - (factor - 1.0);
             plain(default_inv_freq(dim, base * grown.powf(exponent)))
         }
+        RopeScaling::NtkByParts {
+            factor,
+            original_max,
+            beta_fast,
+            beta_slow,
+            truncate,
+        } => {
+            let gamma = yarn_ramp(dim, base, original_max, beta_fast, beta_slow, truncate)?;
+            plain(ntk_by_parts_inv_freq(dim, base, factor, &gamma)?)
+        }
         RopeScaling::Yarn {
             factor,
             original_max,
@@ -432,28 +460,11 @@ pub(crate) fn scaled_frequencies(
             truncate,
             ..
         } => {
-            let attention_factor = scaling.attention_factor();
-            let (low, high) =
-                yarn_correction_range(beta_fast, beta_slow, dim, base, original_max, truncate);
-            let high = if low == high { high + 0.001 } else { high };
-            let (low32, span32) = (low as f32, (high - low) as f32);
-            let base32 = base as f32;
-            let f = factor as f32;
-            let inv_freq = (0..dim / 2)
-                .map(|i| {
-                    // b^(2i/d)
-                    let pos_freq = base32.powf((2 * i) as f32 / dim as f32);
-                    let extrapolation = 1.0 / pos_freq;
-                    let interpolation = 1.0 / (f * pos_freq);
-                    // gamma_i = 1 - clip((i - low) / (high - low), 0, 1)
-                    let ramp = ((i as f32 - low32) / span32).clamp(0.0, 1.0);
-                    let gamma = 1.0 - ramp;
-                    interpolation * (1.0 - gamma) + extrapolation * gamma
-                })
-                .collect();
+            // NTK-by-parts frequencies, times the attention factor on cos and sin
+            let gamma = yarn_ramp(dim, base, original_max, beta_fast, beta_slow, truncate)?;
             RopeFrequencies {
-                inv_freq,
-                attention_factor: attention_factor as f32,
+                inv_freq: ntk_by_parts_inv_freq(dim, base, factor, &gamma)?,
+                attention_factor: scaling.attention_factor() as f32,
             }
         }
         RopeScaling::Llama3 {

@@ -154,7 +154,8 @@ pub struct SweepConfig {
     /// Evaluation.
     pub eval: SweepEval,
     /// RoPE scalings applied at inference to the RoPE checkpoint (factor $L/L_{train}$ at each
-    /// length); default all five.
+    /// length); default all six (NTK-by-parts beside YaRN
+    /// separates YaRN's two ingredients: its frequencies and its temperature).
     pub rope_inference: Vec<ScalingKind>,
     /// YaRN's betas and Llama 3's frequency factors, the same for the scalings at inference and
     /// the fine-tunes; default [`SWEEP_RAMP`] (2 / 1 and 1 / 2, chosen for the sweep's model;
@@ -202,6 +203,7 @@ impl Default for SweepConfig {
                 ScalingKind::Linear,
                 ScalingKind::Ntk,
                 ScalingKind::Dynamic,
+                ScalingKind::NtkByParts,
                 ScalingKind::Yarn,
                 ScalingKind::Llama3,
             ],

@@ -115,7 +115,7 @@ fn train_eval_and_export_end_to_end() {
     );
     let bogus = posenc(&["eval", "--checkpoint", out_arg, "--scaling", "bogus"]);
     assert!(String::from_utf8_lossy(&bogus.stderr)
-        .contains("possible values: linear, ntk, dynamic, yarn, llama3"));
+        .contains("possible values: linear, ntk, dynamic, ntk-by-parts, yarn, llama3"));
     fails_with(
         &[
             "export",

@@ -109,6 +109,11 @@ impl LayerRope {
                     original_max,
                     ..
                 }
+                | RopeScaling::NtkByParts {
+                    factor,
+                    original_max,
+                    ..
+                }
                 | RopeScaling::Llama3 {
                     factor,
                     original_max,
@@ -119,18 +124,26 @@ impl LayerRope {
         }
     }
 
-    /// The wavelengths where the scaling changes regime, named: YaRN keeps pairs that turn more
-    /// than $\beta_{fast}$ times within $L$ ($\lambda < L/\beta_{fast}$) and interpolates those
-    /// turning less than $\beta_{slow}$ times; Llama 3 keeps $\lambda < L/\text{high}$ and
+    /// The wavelengths where the scaling changes regime, named: YaRN (and NTK-by-parts) keeps
+    /// pairs that turn more than $\beta_{fast}$ times within $L$ ($\lambda < L/\beta_{fast}$)
+    /// and interpolates those turning less than $\beta_{slow}$ times; Llama 3 keeps $\lambda < L/\text{high}$ and
     /// interpolates $\lambda > L/\text{low}$. Empty for the other rules.
     pub fn boundaries(&self) -> Vec<(&'static str, f64)> {
         match self.scaling {
-            LayerScaling::Rope(RopeScaling::Yarn {
-                original_max,
-                beta_fast,
-                beta_slow,
-                ..
-            }) => vec![
+            LayerScaling::Rope(
+                RopeScaling::Yarn {
+                    original_max,
+                    beta_fast,
+                    beta_slow,
+                    ..
+                }
+                | RopeScaling::NtkByParts {
+                    original_max,
+                    beta_fast,
+                    beta_slow,
+                    ..
+                },
+            ) => vec![
                 ("L / beta_fast", original_max as f64 / beta_fast),
                 ("L / beta_slow", original_max as f64 / beta_slow),
             ],
