@@ -2,16 +2,16 @@
 //! (in place where their layout allows) and the kernels' results made Flex tensors again, one
 //! forward function per operation, shared by the plain and the autodiff backend.
 
-use std::sync::Arc;
-
 use burn::backend::flex::{FlexTensor, Layout};
 use burn::backend::Flex;
 use burn::tensor::{DType, Shape, TensorData};
 
-use super::super::attention::{self, Bias, RelativeValues};
+use super::super::attention::{
+    self, Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied, ValueIndex,
+};
 use super::super::heads::{AttentionDims, HeadLayout, Heads};
 use super::super::{gather, gelu, linear, nll, norm, rope};
-use super::ScoreBias;
+use super::{AttentionTerms, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// The shape `[B, H, L, R]` of a gather's input, and its index as `usize` values.
 ///
@@ -184,51 +184,134 @@ pub(super) fn interleaved(values: Vec<f32>, dims: &AttentionDims) -> FlexTensor 
     ))
 }
 
-/// Relative value vectors as the attention kernels take them: the table `[R, D]` and the
-/// index `[L, L]`.
-pub(super) type ValuesParts = (FlexTensor, Arc<Vec<usize>>);
+/// The values of the terms' tensors, held while the kernel's [`Terms`] borrow them.
+pub(super) struct TermValues<'a> {
+    terms: &'a AttentionTerms<Flex>,
+    /// The bias (or the piecewise intercepts) and the piecewise slopes.
+    bias: Option<Values<'a>>,
+    slopes: Option<Values<'a>>,
+    query_table: Option<Values<'a>>,
+    key_table: Option<Values<'a>>,
+    distance_queries: Option<HeadsBuf>,
+    distance_keys: Option<Values<'a>>,
+    untied: Option<(Values<'a>, Values<'a>)>,
+    values_table: Option<Values<'a>>,
+    /// The relative values' index per pair, as `usize`.
+    pair_index: Vec<usize>,
+}
 
-/// The index of relative values as `usize` values, checked against the table's rows.
-///
-/// # Panics
-/// When an entry is not below `R`: the model builds the index, so that is a bug.
-pub(super) fn value_index(table: &FlexTensor, index: &FlexTensor) -> Arc<Vec<usize>> {
-    let rows = table.layout().shape()[0];
-    let idx = indices(index);
-    assert!(
-        idx.iter().all(|&c| c < rows),
-        "relative values: index entry not below R = {rows}"
-    );
-    Arc::new(idx)
+impl<'a> TermValues<'a> {
+    pub(super) fn new(terms: &'a AttentionTerms<Flex>) -> Self {
+        let (bias, slopes) = match &terms.bias {
+            ScoreBias::None => (None, None),
+            ScoreBias::Heads(b) | ScoreBias::Batch(b) | ScoreBias::Distance(b) => {
+                (Some(values(b)), None)
+            }
+            ScoreBias::Piecewise {
+                intercepts, slopes, ..
+            } => (Some(values(intercepts)), Some(values(slopes))),
+        };
+        let table = |t: &'a TableTerm<Flex>| match t {
+            TableTerm::None => None,
+            TableTerm::Table { table, .. } => Some(values(table)),
+        };
+        let (distance_queries, distance_keys) = match &terms.distance {
+            ProductTerm::None => (None, None),
+            ProductTerm::Pair { queries, keys } => {
+                (Some(HeadsBuf::new(queries)), Some(values(keys)))
+            }
+        };
+        let (values_table, pair_index) = match &terms.values {
+            ValuesTerm::None => (None, Vec::new()),
+            ValuesTerm::Pairs { table, index } => (Some(values(table)), indices(index)),
+            ValuesTerm::Distance { table, .. } => (Some(values(table)), Vec::new()),
+        };
+        Self {
+            terms,
+            bias,
+            slopes,
+            query_table: table(&terms.query_table),
+            key_table: table(&terms.key_table),
+            distance_queries,
+            distance_keys,
+            untied: match &terms.untied {
+                ProductTerm::None => None,
+                ProductTerm::Pair { queries, keys } => Some((values(queries), values(keys))),
+            },
+            values_table,
+            pair_index,
+        }
+    }
+
+    /// The terms as the kernels read them.
+    pub(super) fn terms(&self) -> Terms<'_> {
+        let bias = match (&self.terms.bias, &self.bias, &self.slopes) {
+            (ScoreBias::Heads(_), Some(b), _) => Bias::Heads(b),
+            (ScoreBias::Batch(_), Some(b), _) => Bias::Batch(b),
+            (ScoreBias::Distance(_), Some(b), _) => Bias::Distance(b),
+            (ScoreBias::Piecewise { shape, .. }, Some(a), Some(s)) => Bias::Piecewise(Piecewise {
+                feature: &shape.feature,
+                row_scale: &shape.row_scale,
+                breakpoints: &shape.breakpoints,
+                intercepts: a,
+                slopes: s,
+            }),
+            _ => Bias::None,
+        };
+        fn gathered<'b>(t: &'b TableTerm<Flex>, v: &'b Option<Values<'_>>) -> Option<Gathered<'b>> {
+            match (t, v) {
+                (TableTerm::Table { table, index }, Some(v)) => Some(Gathered {
+                    table: v,
+                    rows: table.layout().shape()[3],
+                    index,
+                }),
+                _ => None,
+            }
+        }
+        Terms {
+            bias,
+            query_table: gathered(&self.terms.query_table, &self.query_table),
+            key_table: gathered(&self.terms.key_table, &self.key_table),
+            distance: self
+                .distance_queries
+                .as_ref()
+                .zip(self.distance_keys.as_deref())
+                .map(|(q, keys)| DistanceKeys {
+                    queries: q.heads(),
+                    keys,
+                }),
+            untied: self.untied.as_ref().map(|(q, k)| Untied {
+                queries: q,
+                keys: k,
+            }),
+            values: match (&self.terms.values, &self.values_table) {
+                (ValuesTerm::Pairs { table, .. }, Some(v)) => Some(RelativeValues {
+                    table: v,
+                    rows: table.layout().shape()[0],
+                    index: ValueIndex::Pairs(&self.pair_index),
+                }),
+                (ValuesTerm::Distance { table, index }, Some(v)) => Some(RelativeValues {
+                    table: v,
+                    rows: table.layout().shape()[0],
+                    index: ValueIndex::Distance(index),
+                }),
+                _ => None,
+            },
+        }
+    }
 }
 
 /// The forward pass on Flex tensors: output and log-sum-exp.
 pub(super) fn attention_forward_flex(
     (q, k, v): (&FlexTensor, &FlexTensor, &FlexTensor),
-    bias: &ScoreBias<Flex>,
-    rel_values: Option<&ValuesParts>,
+    terms: &AttentionTerms<Flex>,
     scale: f32,
 ) -> (FlexTensor, FlexTensor) {
     let dims = dims4(q);
     let (qb, kb, vb) = (HeadsBuf::new(q), HeadsBuf::new(k), HeadsBuf::new(v));
     let qkv = (qb.heads(), kb.heads(), vb.heads());
-    let table = rel_values.map(|(t, _)| values(t));
-    let rv = rel_values
-        .zip(table.as_deref())
-        .map(|((t, idx), table)| RelativeValues {
-            table,
-            index: idx,
-            rows: t.layout().shape()[0],
-        });
-    let (out, lse) = match bias {
-        ScoreBias::None => attention::attention_forward(qkv, (Bias::None, rv), scale, dims),
-        ScoreBias::Heads(b) => {
-            attention::attention_forward(qkv, (Bias::Heads(&values(b)), rv), scale, dims)
-        }
-        ScoreBias::Batch(b) => {
-            attention::attention_forward(qkv, (Bias::Batch(&values(b)), rv), scale, dims)
-        }
-    };
+    let held = TermValues::new(terms);
+    let (out, lse) = attention::attention_forward(qkv, &held.terms(), scale, dims);
     (
         interleaved(out, &dims),
         flex(lse, &[dims.batch, dims.heads, dims.len]),
