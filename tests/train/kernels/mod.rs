@@ -9,6 +9,7 @@
 mod attention;
 mod gather;
 mod ops;
+mod schemes;
 mod training;
 
 use burn::tensor::{Device, Tensor, TensorData};
