@@ -345,18 +345,4 @@ impl Ops {
             reference::nll(logits, targets)
         }
     }
-
-    /// The relative-position gather ([`reference::relative_gather`]).
-    pub fn relative_gather(
-        self,
-        a: Tensor<4>,
-        index: &Tensor<2, Int>,
-        transposed: bool,
-    ) -> Tensor<4> {
-        if self.fused() {
-            fused::relative_gather(a, index, transposed)
-        } else {
-            reference::relative_gather(a, index, transposed)
-        }
-    }
 }

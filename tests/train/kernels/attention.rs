@@ -269,3 +269,44 @@ fn fused_attention_gradients_match_finite_differences() {
     };
     check_finite_differences(name, x, &analytic[4].1, loss, 1e-2);
 }
+
+/// Relative keys per distance as the attention reads them, $\hat q_i \cdot \rho_{i-j}$
+/// ([`reference::distance_keys`]), equal Transformer-XL's own computation on and below the
+/// diagonal (the part the causal mask keeps): the products with the distances in the paper's
+/// order $L-1, \dots, 0$, then its pad-reshape-slice `rel_shift`.
+#[test]
+fn distance_keys_are_what_rel_shift_shifts() {
+    use posenc::lm::ops::reference::rel_shift;
+    let device = Device::flex();
+    for l in [1, 7, 40] {
+        let (b, h, d) = (2, 3, 4);
+        let tensor3 = |shape: [usize; 3], seed| {
+            Tensor::<3>::from_data(
+                TensorData::new(uniform(shape.iter().product(), seed, 1.0), shape),
+                &device,
+            )
+        };
+        let queries = Tensor::<4>::from_data(
+            TensorData::new(uniform(b * h * l * d, 51, 1.0), [b, h, l, d]),
+            &device,
+        );
+        let keys = tensor3([h, l, d], 52);
+        let expanded = to_vec(reference::distance_keys(DistanceKeys {
+            queries: queries.clone(),
+            keys: keys.clone(),
+        }));
+        // the paper: rho for distances L-1..0, products [B, H, L, L], shifted
+        let reversed = keys.flip([1]);
+        let shifted = to_vec(rel_shift(
+            queries.matmul(reversed.swap_dims(1, 2).unsqueeze::<4>()),
+        ));
+        for bh in 0..b * h {
+            for i in 0..l {
+                for j in 0..=i {
+                    let at = bh * l * l + i * l + j;
+                    assert_eq!(expanded[at], shifted[at], "L={l} head {bh} ({i}, {j})");
+                }
+            }
+        }
+    }
+}

@@ -13,7 +13,7 @@
 //!   tiles of query rows, key blocks past a tile's last row skipped, no `[L, L]` tensor kept
 //!   (the backward rebuilds the weights from the saved log-sum-exp);
 //! * exact GELU $x\Phi(x)$; LayerNorm; log-softmax with the negative log-likelihood; linear
-//!   layers and products; RoPE's rotation; the relative-position gather.
+//!   layers and products; RoPE's rotation.
 //!
 //! Every function here needs tensors on the Flex backend: [`super::Ops`] calls them only when
 //! it was chosen for a Flex device. The composed [`super::reference`] is the specification
@@ -21,7 +21,6 @@
 
 pub(crate) mod attention;
 pub(crate) mod extension;
-pub(crate) mod gather;
 pub(crate) mod gelu;
 pub(crate) mod heads;
 pub(crate) mod linear;
@@ -179,16 +178,6 @@ pub fn rotate_pairs(x: Tensor<4>, c: &Tensor<2>, s: &Tensor<2>) -> Tensor<4> {
         both(c),
         both(s),
         true,
-    ))
-}
-
-/// The relative-position gather ([`super::reference::relative_gather`]): each matrix read and
-/// written once, its gradient scattered in one pass.
-pub fn relative_gather(a: Tensor<4>, index: &Tensor<2, Int>, transposed: bool) -> Tensor<4> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_relative_gather(
-        a.into_dispatch(),
-        index.clone().into_dispatch(),
-        transposed,
     ))
 }
 

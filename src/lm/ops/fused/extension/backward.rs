@@ -21,7 +21,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
 
 use super::super::attention;
-use super::super::{gather, gelu, linear, nll, norm};
+use super::super::{gelu, linear, nll, norm};
 use super::flex::{dims4, flex, interleaved, rope_flex, values, HeadsBuf, TermValues};
 use super::{AttentionTerms, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
@@ -150,17 +150,6 @@ pub(super) fn rope_grads(
     _: [bool; 1],
 ) -> [Option<FlexTensor>; 1] {
     [Some(rope_flex(dy, (&cos, &sin), true, pairs_interleaved))]
-}
-
-/// The relative gather, from the input's shape `[B, H, L, R]`, the index and the direction:
-/// the output's gradient scattered back.
-pub(super) fn relative_gather_grads(
-    ([b, h, l, r], idx, transposed): ([usize; 4], Arc<Vec<usize>>, bool),
-    dy: &FlexTensor,
-    _: [bool; 1],
-) -> [Option<FlexTensor>; 1] {
-    let da = gather::relative_gather_backward(&values(dy), &idx, (l, r), transposed);
-    [Some(flex(da, &[b, h, l, r]))]
 }
 
 /// The fused attention with `N` parents (q, k, v, then the float tensors of its terms in

@@ -10,39 +10,8 @@ use super::super::attention::{
     self, Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied, ValueIndex,
 };
 use super::super::heads::{AttentionDims, HeadLayout, Heads};
-use super::super::{gather, gelu, linear, nll, norm, rope};
+use super::super::{gelu, linear, nll, norm, rope};
 use super::{AttentionTerms, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
-
-/// The shape `[B, H, L, R]` of a gather's input, and its index as `usize` values.
-///
-/// # Panics
-/// When the index is not `[L, L]` or an entry is not below `R`: the model builds both, so
-/// either is a bug, not an input error.
-pub(super) fn gather_parts(a: &FlexTensor, index: &FlexTensor) -> ([usize; 4], Vec<usize>) {
-    let s = a.layout().shape();
-    let dims = [s[0], s[1], s[2], s[3]];
-    let idx = indices(index);
-    assert!(
-        idx.len() == dims[2] * dims[2] && idx.iter().all(|&c| c < dims[3]),
-        "relative gather: index of {} entries for L = {}, R = {}",
-        idx.len(),
-        dims[2],
-        dims[3]
-    );
-    (dims, idx)
-}
-
-/// [`gather::relative_gather`] on Flex tensors.
-pub(super) fn relative_gather_flex(
-    a: &FlexTensor,
-    dims: [usize; 4],
-    idx: &[usize],
-    transposed: bool,
-) -> FlexTensor {
-    let [b, h, l, r] = dims;
-    let y = gather::relative_gather(&values(a), idx, (l, r), transposed);
-    flex(y, &[b, h, l, l])
-}
 
 /// RoPE (or its adjoint) of a Flex `[B, H, L, D]` tensor, in `[B, L, H, D]` memory.
 pub(super) fn rope_flex(

@@ -14,13 +14,12 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{backend_extension, Autodiff, Backend, ExtensionType, Flex};
 
 use backward::{
-    gelu_grads, layer_norm_grads, linear_grads, nll_grads, record, record_attention,
-    relative_gather_grads, rope_grads, AttentionState,
+    gelu_grads, layer_norm_grads, linear_grads, nll_grads, record, record_attention, rope_grads,
+    AttentionState,
 };
 use burn::backend::autodiff::ops::NodeGuard;
 use flex::{
-    attention_forward_flex, gather_parts, gelu_flex, indices, layer_norm_flex, linear_flex,
-    nll_flex, relative_gather_flex, rope_flex,
+    attention_forward_flex, gelu_flex, indices, layer_norm_flex, linear_flex, nll_flex, rope_flex,
 };
 
 /// An additive attention-score bias $b_{ij}$.
@@ -176,15 +175,6 @@ pub trait FusedOps: Backend {
         sin: FloatTensor<Self>,
         pairs_interleaved: bool,
     ) -> FloatTensor<Self>;
-
-    /// The relative-position gather of `a [B, H, L, R]` by a constant `index [L, L]`,
-    /// `[B, H, L, L]`: $a_{i, \text{index}_{ij}}$, or $a_{j, \text{index}_{ij}}$ when
-    /// `transposed` ([`gather::relative_gather`]).
-    fn fused_relative_gather(
-        a: FloatTensor<Self>,
-        index: IntTensor<Self>,
-        transposed: bool,
-    ) -> FloatTensor<Self>;
 }
 
 impl FusedOps for Flex {
@@ -215,11 +205,6 @@ impl FusedOps for Flex {
         attention_forward_flex((&q, &k, &v), &terms, scale).0
     }
 
-    fn fused_relative_gather(a: FlexTensor, index: FlexTensor, transposed: bool) -> FlexTensor {
-        let (dims, idx) = gather_parts(&a, &index);
-        relative_gather_flex(&a, dims, &idx, transposed)
-    }
-
     fn fused_gelu(x: FlexTensor) -> FlexTensor {
         gelu_flex(&x).0
     }
@@ -241,18 +226,6 @@ impl FusedOps for Flex {
 /// Each operation: the Flex forward pass, then [`record`] with its gradient function from
 /// [`backward`] and the state that function reads.
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
-    fn fused_relative_gather(
-        a: FloatTensor<Self>,
-        index: IntTensor<Self>,
-        transposed: bool,
-    ) -> FloatTensor<Self> {
-        let (dims, idx) = gather_parts(a.primitive(), &index);
-        let y = relative_gather_flex(a.primitive(), dims, &idx, transposed);
-        record::<_, C, 1>(relative_gather_grads, [a.node()], y, || {
-            (dims, Arc::new(idx), transposed)
-        })
-    }
-
     fn fused_rope(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
