@@ -12,6 +12,13 @@
 //! o_i = \sum_{j \le i} \alpha_{ij} v_j + \sum_{j \le i} \alpha_{ij} a^V_{ij}.
 //! ```
 //!
+//! Every position term is a compact object, linear in $L$: a bias per distance or a
+//! piecewise-linear function of a feature of the distance ($b$), tables read at the column of
+//! the distance, relative keys per distance and untied absolute rows ($t$, $a$), relative
+//! values per distance ($a^V$). The fused attention expands them inside its tiles and returns
+//! their gradients to them, so nothing of size $L \times L$ exists in training or evaluation;
+//! the reference expands them to `[.., L, L]` with burn's own operations (the specification).
+//!
 //! This module is a leaf of the crate's `lm` layer: it knows tensors, not schemes or models.
 
 pub mod fused;
@@ -124,15 +131,6 @@ impl Rotation {
     }
 }
 
-/// Relative value vectors $a^V_{ij} = w^V_{\text{index}_{ij}}$ (Shaw et al.).
-#[derive(Debug, Clone)]
-pub struct RelativeValues {
-    /// $w^V$, `[R, d_h]`, shared by the heads.
-    pub table: Tensor<2>,
-    /// The row of each (query, key), `[L, L]`, entries below `R`.
-    pub index: Tensor<2, Int>,
-}
-
 /// A column per distance: entry $d$ is the column that the pairs at distance $i - j = d$
 /// read ($d = 0..L$; causal attention sees no other), a constant kept on the host.
 pub type DistanceIndex = Arc<[usize]>;
@@ -203,7 +201,7 @@ impl PiecewiseBias {
 
 /// Relative value vectors per distance, $a^V_{ij} = w^V_{\text{index}(i-j)}$ (Shaw et al.).
 #[derive(Debug, Clone)]
-pub struct DistanceValues {
+pub struct RelativeValues {
     /// $w^V$, `[R, d_h]`, shared by the heads.
     pub table: Tensor<2>,
     /// $\text{index}(d)$, entries below `R`.
@@ -218,8 +216,6 @@ pub struct ScoreTerms {
     pub rotation: Option<Rotation>,
     /// $u$, added to the queries of the content score (Transformer-XL), `[H, d_h]`.
     pub content_bias: Option<Tensor<2>>,
-    /// $t_{ij}$, a content-dependent score (Shaw, Transformer-XL, DeBERTa), `[B, H, L, L]`.
-    pub relative: Option<Tensor<4>>,
     /// $t_{ij} \mathrel{+}= g_{i,\,\text{index}(i-j)}$, a table in the query's row (Shaw's
     /// keys, DeBERTa's c2p).
     pub query_table: Option<Gathered>,
@@ -228,18 +224,13 @@ pub struct ScoreTerms {
     pub key_table: Option<Gathered>,
     /// $t_{ij} \mathrel{+}= \hat q_i \cdot \rho_{i-j}$ (Transformer-XL).
     pub distance_keys: Option<DistanceKeys>,
-    /// $a_{ij}$, a content-free score scaled like $q \cdot k$ (TUPE's untied term), `[H, L, L]`.
-    pub absolute: Option<Tensor<3>>,
-    /// $a_{ij} = p^Q_i \cdot p^K_j$ (TUPE's untied term).
+    /// $a_{ij} = p^Q_i \cdot p^K_j$, a content-free score scaled like $q \cdot k$ (TUPE's
+    /// untied term).
     pub untied: Option<Untied>,
-    /// $b_{ij}$, a content-free bias added after scaling (T5, ALiBi, Kerple, FIRE), `[H, L, L]`.
-    pub bias: Option<Tensor<3>>,
-    /// $b_{ij}$ per distance (T5, ALiBi, Kerple, FIRE).
-    pub position_bias: Option<PositionBias>,
+    /// $b_{ij}$, a content-free bias added after scaling (T5, ALiBi, Kerple, FIRE, TUPE).
+    pub bias: Option<PositionBias>,
     /// $a^V_{ij}$, relative value vectors (Shaw).
     pub values: Option<RelativeValues>,
-    /// $a^V_{ij}$ per distance (Shaw).
-    pub distance_values: Option<DistanceValues>,
 }
 
 /// Scores, weights and output of the composed attention, all heads.

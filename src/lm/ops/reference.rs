@@ -218,9 +218,6 @@ pub fn attention_parts(
         None => q.matmul(kt),
     };
     // + t_ij + a_ij
-    if let Some(t) = terms.relative {
-        scores = scores + t;
-    }
     if let Some(g) = terms.query_table {
         scores = scores + gathered(g, false);
     }
@@ -230,27 +227,18 @@ pub fn attention_parts(
     if let Some(dk) = terms.distance_keys {
         scores = scores + distance_keys(dk);
     }
-    if let Some(a) = terms.absolute {
-        scores = scores + a.unsqueeze::<4>();
-    }
     if let Some(u) = terms.untied {
         scores = scores + u.queries.matmul(u.keys.swap_dims(1, 2)).unsqueeze::<4>();
     }
     // c (...) + b_ij
     scores = scores.mul_scalar(scale);
     if let Some(bias) = terms.bias {
-        scores = scores + bias.unsqueeze::<4>();
-    }
-    if let Some(bias) = terms.position_bias {
         scores = scores + position_bias(bias, l).unsqueeze::<4>();
     }
     let scores = scores.mask_fill(causal_mask(b, h, l, &v.device()), f32::NEG_INFINITY);
     let probs = softmax(scores.clone(), 3);
     let mut output = probs.clone().matmul(v);
     if let Some(values) = terms.values {
-        output = output + relative_value_term(&probs, values.table, &values.index);
-    }
-    if let Some(values) = terms.distance_values {
         let index = of_distance(l, |d| values.index[d], &probs.device());
         output = output + relative_value_term(&probs, values.table, &index);
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use burn::tensor::{Device, Gradients, Tensor, TensorData};
 use posenc::lm::model::to_vec;
 use posenc::lm::ops::{
-    fused, reference, DistanceKeys, DistanceValues, Gathered, PiecewiseBias, PositionBias,
+    fused, reference, DistanceKeys, Gathered, PiecewiseBias, PositionBias, RelativeValues,
     ScoreTerms, Untied,
 };
 
@@ -119,7 +119,7 @@ fn case(
         terms.content_bias = Some(x.t2("u", [h, d], 4, 0.5));
     }
     if has("distance") {
-        terms.position_bias = Some(PositionBias::Distance(x.t2("beta", [h, l], 5, 2.0)));
+        terms.bias = Some(PositionBias::Distance(x.t2("beta", [h, l], 5, 2.0)));
     }
     if has("piecewise") {
         // x = ln(1 + 0.1 d) / ln(1 + 0.1 max(16, i)); breakpoints inside [0, 1], two equal
@@ -129,7 +129,7 @@ fn case(
             .collect();
         let breakpoints: Arc<[f32]> = Arc::new([0.1, 0.3, 0.3, 0.55, 0.8]);
         let p = breakpoints.len() + 1;
-        terms.position_bias = Some(PositionBias::Piecewise(PiecewiseBias {
+        terms.bias = Some(PositionBias::Piecewise(PiecewiseBias {
             feature,
             row_scale,
             breakpoints,
@@ -165,7 +165,7 @@ fn case(
     }
     if has("values") {
         let (rows, index) = clipped(l);
-        terms.distance_values = Some(DistanceValues {
+        terms.values = Some(RelativeValues {
             table: x.t2("value table", [rows, d], 14, 1.0),
             index,
         });

@@ -33,7 +33,7 @@ impl Objects {
 /// The fixed bias $b_{ij} = \beta_{h,\,i-j}$.
 pub fn terms(o: &Objects) -> ScoreTerms {
     ScoreTerms {
-        position_bias: Some(PositionBias::Distance(o.bias.clone())),
+        bias: Some(PositionBias::Distance(o.bias.clone())),
         ..ScoreTerms::default()
     }
 }

@@ -99,7 +99,7 @@ impl FireParams {
     /// The bias ([`FireParams::bias`]).
     pub fn terms(&self, o: &Objects, _input: &LayerInput) -> ScoreTerms {
         ScoreTerms {
-            position_bias: Some(self.bias(o)),
+            bias: Some(self.bias(o)),
             ..ScoreTerms::default()
         }
     }

@@ -64,7 +64,7 @@ impl KerpleParams {
         // -r1 ln(1 + r2 d), [H, 1] x [1, L] -> [H, L]
         let beta = (o.distance.clone() * r2).log1p().mul(r1).neg();
         ScoreTerms {
-            position_bias: Some(PositionBias::Distance(beta)),
+            bias: Some(PositionBias::Distance(beta)),
             ..ScoreTerms::default()
         }
     }

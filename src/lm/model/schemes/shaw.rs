@@ -11,7 +11,7 @@ use crate::encodings::shaw::{relative_index, ShawRelative};
 use crate::error::Result;
 use crate::lm::config::ModelConfig;
 use crate::lm::model::init::param2;
-use crate::lm::ops::{DistanceIndex, DistanceValues, Gathered, ScoreTerms};
+use crate::lm::ops::{DistanceIndex, Gathered, RelativeValues, ScoreTerms};
 
 /// Shaw et al.'s relative key and value vectors, shared by the heads.
 #[derive(Module, Debug)]
@@ -67,7 +67,7 @@ impl ShawParams {
                 table: qw,
                 index: o.index.clone(),
             }),
-            distance_values: Some(DistanceValues {
+            values: Some(RelativeValues {
                 table: self.values.val(),
                 index: o.index.clone(),
             }),

@@ -76,7 +76,7 @@ impl T5Params {
     /// The bias $b_{ij} = B[\text{bucket}(j - i), h]$.
     pub fn terms(&self, o: &Objects, _input: &LayerInput) -> ScoreTerms {
         ScoreTerms {
-            position_bias: Some(o.bias(&self.table)),
+            bias: Some(o.bias(&self.table)),
             ..ScoreTerms::default()
         }
     }

@@ -72,7 +72,7 @@ impl TupeParams {
                 queries: pos_query,
                 keys: pos_key,
             }),
-            position_bias: Some(o.bias(&self.table)),
+            bias: Some(o.bias(&self.table)),
             ..ScoreTerms::default()
         })
     }

@@ -58,26 +58,10 @@ pub fn attention(
         Some(rotation) => rotation.apply(q, k, rope_half, rotate_pairs),
         None => (q, k),
     };
-    // content-free dense part of the bias, [H, L, L]: b_ij + c a_ij
-    let heads = match (terms.bias, terms.absolute) {
-        (Some(b), Some(a)) => Some(b + a.mul_scalar(scale)),
-        (None, Some(a)) => Some(a.mul_scalar(scale)),
-        (b, None) => b,
-    };
-    let dense = match (terms.relative, heads) {
-        (Some(t), Some(b)) => {
-            ScoreBias::Batch((t.mul_scalar(scale) + b.unsqueeze::<4>()).into_dispatch())
-        }
-        (Some(t), None) => ScoreBias::Batch(t.mul_scalar(scale).into_dispatch()),
-        (None, Some(b)) => ScoreBias::Heads(b.into_dispatch()),
-        (None, None) => ScoreBias::None,
-    };
-    let bias = match (dense, terms.position_bias) {
-        (dense, None) => dense,
-        (ScoreBias::None, Some(PositionBias::Distance(b))) => {
-            ScoreBias::Distance(b.into_dispatch())
-        }
-        (ScoreBias::None, Some(PositionBias::Piecewise(p))) => ScoreBias::Piecewise {
+    let bias = match terms.bias {
+        None => ScoreBias::None,
+        Some(PositionBias::Distance(b)) => ScoreBias::Distance(b.into_dispatch()),
+        Some(PositionBias::Piecewise(p)) => ScoreBias::Piecewise {
             intercepts: p.intercepts.into_dispatch(),
             slopes: p.slopes.into_dispatch(),
             shape: PiecewiseShape {
@@ -86,7 +70,6 @@ pub fn attention(
                 breakpoints: p.breakpoints,
             },
         },
-        (_, Some(_)) => panic!("fused attention: a dense bias and a position bias at once"),
     };
     // (q_i + u) . k_j
     let q = match terms.content_bias {
@@ -100,16 +83,12 @@ pub fn attention(
         },
         None => TableTerm::None,
     };
-    let values = match (terms.values, terms.distance_values) {
-        (Some(rv), _) => ValuesTerm::Pairs {
+    let values = match terms.values {
+        Some(rv) => ValuesTerm::Table {
             table: rv.table.into_dispatch(),
-            index: rv.index.into_dispatch(),
+            index: rv.index,
         },
-        (None, Some(dv)) => ValuesTerm::Distance {
-            table: dv.table.into_dispatch(),
-            index: dv.index,
-        },
-        (None, None) => ValuesTerm::None,
+        None => ValuesTerm::None,
     };
     let terms = AttentionTerms {
         bias,

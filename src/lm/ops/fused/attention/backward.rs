@@ -44,8 +44,8 @@ pub struct AttentionGrads {
     pub k: Vec<f32>,
     /// $\partial v$, likewise.
     pub v: Vec<f32>,
-    /// The bias's gradient in its own shape: `[H, L, L]` summed over the batch, `[B, H, L, L]`,
-    /// $\partial\beta$ `[H, L]`, or the intercepts' $\partial a$ `[H, P]` (piecewise).
+    /// The bias's gradient summed over the batch: $\partial\beta$ `[H, L]`, or the intercepts'
+    /// $\partial a$ `[H, P]` (piecewise).
     pub bias: Vec<f32>,
     /// The piecewise slopes' $\partial s$, `[H, P]`.
     pub slopes: Vec<f32>,
@@ -425,8 +425,6 @@ pub fn attention_backward(
     } else {
         match terms.bias {
             Bias::None => (Vec::new(), Vec::new()),
-            Bias::Batch(_) => (concat(|g| &g.bias), Vec::new()),
-            Bias::Heads(_) => (sum_over_batch(&per_head, |g| &g.bias, h), Vec::new()),
             Bias::Distance(_) => (
                 unreversed(sum_over_batch(&per_head, |g| &g.bias, h), l, 1),
                 Vec::new(),

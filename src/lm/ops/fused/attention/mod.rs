@@ -19,9 +19,7 @@ pub mod terms;
 
 pub use backward::attention_backward;
 pub use forward::attention_forward;
-pub use terms::{
-    Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied, ValueIndex,
-};
+pub use terms::{Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied};
 
 use super::heads::HeadRows;
 use super::parallel::product;

@@ -4,15 +4,11 @@
 
 use super::super::heads::{AttentionDims, Heads};
 use super::super::testing::values;
-use super::{Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied, ValueIndex};
+use super::{Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied};
 
 /// The bias of a problem.
 pub enum NaiveBias {
     None,
-    /// `[H, L, L]`.
-    Heads(Vec<f32>),
-    /// `[B, H, L, L]`.
-    Batch(Vec<f32>),
     /// $\beta$, `[H, L]`.
     Distance(Vec<f32>),
     /// $\psi$ `[L]`, $\nu$ `[L]`, breakpoints `[P-1]`, intercepts and slopes `[H, P]`.
@@ -37,9 +33,8 @@ pub struct Case {
     pub rho: Vec<f32>,
     /// $p^Q$, $p^K$ `[H, L, D]`.
     pub untied: Option<(Vec<f32>, Vec<f32>)>,
-    /// Relative values: the table `[R, D]`, `R`, and the index over pairs `[L, L]` or over
-    /// distance `[L]` (`pairs`).
-    pub values: Option<(Vec<f32>, usize, Vec<usize>, bool)>,
+    /// Relative values: the table `[R, D]`, `R`, and the index over distance `[L]`.
+    pub values: Option<(Vec<f32>, usize, Vec<usize>)>,
     pub scale: f32,
     /// What the case holds, for messages.
     pub label: &'static str,
@@ -84,11 +79,7 @@ impl Case {
             (values(b * h * l * rows, seed, 1.0), rows, index)
         };
         let pieces = 6;
-        let bias = if has("heads") {
-            NaiveBias::Heads(values(h * l * l, 4, 2.0))
-        } else if has("batch") {
-            NaiveBias::Batch(values(b * h * l * l, 5, 2.0))
-        } else if has("distance") {
+        let bias = if has("distance") {
             NaiveBias::Distance(values(h * l, 8, 2.0))
         } else if has("piecewise") {
             // x = ln(1 + 0.1 d) / ln(1 + 0.1 max(20, i)) in [0, 1]; breakpoints inside and
@@ -122,18 +113,10 @@ impl Case {
                 Vec::new()
             },
             untied: has("untied").then(|| (values(h * l * d, 15, 1.0), values(h * l * d, 16, 1.0))),
-            values: if has("pairs") {
-                // clip(j - i, -2, 2) + 2 over every pair
-                let index = (0..l * l)
-                    .map(|e| ((e % l) as i64 - (e / l) as i64).clamp(-2, 2) as usize + 2)
-                    .collect();
-                Some((values(5 * d, 6, 1.0), 5, index, true))
-            } else if has("values") {
+            values: has("values").then(|| {
                 let (rows, index) = clipped(l);
-                Some((values(rows * d, 6, 1.0), rows, index, false))
-            } else {
-                None
-            },
+                (values(rows * d, 6, 1.0), rows, index)
+            }),
             scale: 1.0 / (d as f32).sqrt(),
             label,
         }
@@ -156,8 +139,6 @@ impl Case {
         Terms {
             bias: match &self.bias {
                 NaiveBias::None => Bias::None,
-                NaiveBias::Heads(b) => Bias::Heads(b),
-                NaiveBias::Batch(b) => Bias::Batch(b),
                 NaiveBias::Distance(b) => Bias::Distance(b),
                 NaiveBias::Piecewise([feature, row_scale, breakpoints, intercepts, slopes]) => {
                     Bias::Piecewise(Piecewise {
@@ -182,14 +163,10 @@ impl Case {
             values: self
                 .values
                 .as_ref()
-                .map(|(table, rows, index, pairs)| RelativeValues {
+                .map(|(table, rows, index)| RelativeValues {
                     table,
                     rows: *rows,
-                    index: if *pairs {
-                        ValueIndex::Pairs(index)
-                    } else {
-                        ValueIndex::Distance(index)
-                    },
+                    index,
                 }),
         }
     }
@@ -211,13 +188,11 @@ impl Case {
         }
     }
 
-    /// $b_{ij}$ of head `h` of sequence `b`.
-    fn b(&self, b: usize, h: usize, i: usize, j: usize) -> f64 {
-        let (hh, l) = (self.dims.heads, self.dims.len);
+    /// $b_{ij}$ of head `h`.
+    fn b(&self, h: usize, i: usize, j: usize) -> f64 {
+        let l = self.dims.len;
         match &self.bias {
             NaiveBias::None => 0.0,
-            NaiveBias::Heads(t) => f64::from(t[(h * l + i) * l + j]),
-            NaiveBias::Batch(t) => f64::from(t[((b * hh + h) * l + i) * l + j]),
             NaiveBias::Distance(t) => f64::from(t[h * l + i - j]),
             NaiveBias::Piecewise([_, _, breakpoints, a, s]) => {
                 let (p, x) = self.piece(i, j).unwrap_or_default();
@@ -253,14 +228,7 @@ impl Case {
 
     /// The relative value row of pair `(i, j)`.
     fn value_row(&self, i: usize, j: usize) -> Option<usize> {
-        let l = self.dims.len;
-        self.values.as_ref().map(|(_, _, index, pairs)| {
-            if *pairs {
-                index[i * l + j]
-            } else {
-                index[i - j]
-            }
-        })
+        self.values.as_ref().map(|(_, _, index)| index[i - j])
     }
 
     /// $v_j + a^V_{\text{index}}$, coordinate `c`, of head `bh`.
@@ -291,7 +259,7 @@ impl Case {
                 for i in 0..l {
                     // s_ij = c (q_i . k_j + t_ij) + b_ij, j <= i
                     let s: Vec<f64> = (0..=i)
-                        .map(|j| f64::from(self.scale) * self.t(bh, i, j) + self.b(b, h, i, j))
+                        .map(|j| f64::from(self.scale) * self.t(bh, i, j) + self.b(h, i, j))
                         .collect();
                     let z = s.iter().map(|s| s.exp()).sum::<f64>();
                     lse[bh * l + i] = z.ln();
@@ -330,9 +298,7 @@ impl Case {
         let mut dtable = vec![0.0; self.values.as_ref().map_or(0, |v| v.0.len())];
         let (mut dbias, mut dslopes) = match &self.bias {
             NaiveBias::None => (Vec::new(), Vec::new()),
-            NaiveBias::Heads(t) | NaiveBias::Batch(t) | NaiveBias::Distance(t) => {
-                (vec![0.0; t.len()], Vec::new())
-            }
+            NaiveBias::Distance(t) => (vec![0.0; t.len()], Vec::new()),
             NaiveBias::Piecewise([.., a, s]) => (vec![0.0; a.len()], vec![0.0; s.len()]),
         };
         let c = f64::from(self.scale);
@@ -367,8 +333,7 @@ impl Case {
                                 dpq[(h * l + i) * d + e] += c * ds * at(pk, j);
                                 dpk[(h * l + j) * d + e] += c * ds * at(pq, i);
                             }
-                            if let (Some((t, ..)), Some(r)) = (&self.values, self.value_row(i, j)) {
-                                let _ = t;
+                            if let Some(r) = self.value_row(i, j) {
                                 dtable[r * d + e] += pij(j) * x(dout, bh, i, e);
                             }
                         }
@@ -380,8 +345,6 @@ impl Case {
                         }
                         match &self.bias {
                             NaiveBias::None => {}
-                            NaiveBias::Heads(_) => dbias[(h * l + i) * l + j] += ds,
-                            NaiveBias::Batch(_) => dbias[(bh * l + i) * l + j] = ds,
                             NaiveBias::Distance(_) => dbias[h * l + i - j] += ds,
                             NaiveBias::Piecewise([_, _, breakpoints, ..]) => {
                                 let (piece, xx) = self.piece(i, j).unwrap_or_default();
@@ -412,9 +375,6 @@ pub fn cases() -> impl Iterator<Item = Case> {
         .flat_map(|dims| {
             [
                 "none",
-                "heads",
-                "batch",
-                "batch+pairs",
                 "distance",
                 "piecewise",
                 "query",

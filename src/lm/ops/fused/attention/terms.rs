@@ -26,10 +26,6 @@ pub enum Bias<'a> {
     /// No bias.
     #[default]
     None,
-    /// One `[L, L]` matrix per head, shared by the batch: `[H, L, L]`.
-    Heads(&'a [f32]),
-    /// One matrix per sequence and head: `[B, H, L, L]`.
-    Batch(&'a [f32]),
     /// $b_{ij} = \beta_{h,\,i-j}$, `[H, L]` (distances $0..L$).
     Distance(&'a [f32]),
     /// $b_{ij} = f_h(\psi_{i-j}\,\nu_i)$ with $f_h$ piecewise linear.
@@ -90,24 +86,15 @@ pub struct Untied<'a> {
     pub keys: &'a [f32],
 }
 
-/// Where the relative values of a (query, key) pair are.
-#[derive(Debug, Clone, Copy)]
-pub enum ValueIndex<'a> {
-    /// The row of every pair, `[L, L]`.
-    Pairs(&'a [usize]),
-    /// The row of every distance $d = 0..L$.
-    Distance(&'a [usize]),
-}
-
 /// Relative value vectors added to the output (Shaw et al.):
-/// $o_i \mathrel{+}= \sum_{j \le i} \alpha_{ij}\, a^V_{\text{index}}$, one table `[R, D]`
+/// $o_i \mathrel{+}= \sum_{j \le i} \alpha_{ij}\, a^V_{\text{index}(i-j)}$, one table `[R, D]`
 /// shared by every head.
 #[derive(Debug, Clone, Copy)]
 pub struct RelativeValues<'a> {
     /// $a^V$, `[R, D]` row-major.
     pub table: &'a [f32],
-    /// The row of each pair or distance, below `R`.
-    pub index: ValueIndex<'a>,
+    /// $\text{index}(d)$ for distances $d = 0..L$, each below `R`.
+    pub index: &'a [usize],
     /// `R`.
     pub rows: usize,
 }
@@ -167,8 +154,6 @@ impl<'a> Terms<'a> {
         let fits = |ok: bool, what: &str| assert!(ok, "attention: {what} does not fit {dims:?}");
         match &self.bias {
             Bias::None => {}
-            Bias::Heads(t) => fits(t.len() == h * l * l, "an [H, L, L] bias"),
-            Bias::Batch(t) => fits(t.len() == b * h * l * l, "a [B, H, L, L] bias"),
             Bias::Distance(t) => fits(t.len() == h * l, "an [H, L] bias"),
             Bias::Piecewise(f) => {
                 let p = f.pieces();
@@ -202,14 +187,10 @@ impl<'a> Terms<'a> {
             );
         }
         if let Some(rv) = &self.values {
-            let (index, entries) = match rv.index {
-                ValueIndex::Pairs(i) => (i, l * l),
-                ValueIndex::Distance(i) => (i, l),
-            };
             fits(
                 rv.table.len() == rv.rows * d
-                    && index.len() == entries
-                    && index.iter().all(|&c| c < rv.rows),
+                    && rv.index.len() == l
+                    && rv.index.iter().all(|&c| c < rv.rows),
                 "relative values (a [R, D] table and its index below R)",
             );
         }
@@ -232,10 +213,7 @@ impl<'a> Terms<'a> {
             },
             query_index: index(&self.query_table),
             key_index: index(&self.key_table),
-            value_index: match self.values.map(|rv| rv.index) {
-                Some(ValueIndex::Distance(i)) => reversed(i, 1),
-                _ => Vec::new(),
-            },
+            value_index: self.values.map_or(Vec::new(), |rv| reversed(rv.index, 1)),
             keys: self.distance.map_or(Vec::new(), |dk| {
                 dk.keys
                     .chunks((l * d).max(1))
@@ -258,11 +236,9 @@ impl<'a> Terms<'a> {
     {
         let (l, d) = (dims.len, dims.dim);
         let h = bh % dims.heads;
-        let (ll, ld) = (l * l, l * d);
+        let ld = l * d;
         let bias = match self.bias {
             Bias::None => HeadBias::None,
-            Bias::Heads(b) => HeadBias::Pairs(&b[h * ll..(h + 1) * ll]),
-            Bias::Batch(b) => HeadBias::Pairs(&b[bh * ll..(bh + 1) * ll]),
             Bias::Distance(_) => HeadBias::Reversed(&prepared.bias[h * l..(h + 1) * l]),
             Bias::Piecewise(f) => {
                 let p = f.pieces();
@@ -299,10 +275,7 @@ impl<'a> Terms<'a> {
             values: self.values.map(|rv| HeadValues {
                 table: rv.table,
                 rows: rv.rows,
-                index: match rv.index {
-                    ValueIndex::Pairs(i) => HeadIndex::Pairs(i),
-                    ValueIndex::Distance(_) => HeadIndex::Reversed(&prepared.value_index),
-                },
+                index: &prepared.value_index,
             }),
         }
     }
@@ -312,8 +285,6 @@ impl<'a> Terms<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(super) enum HeadBias<'a> {
     None,
-    /// `[L, L]`.
-    Pairs(&'a [f32]),
     /// $\beta$ reversed, `[L]`.
     Reversed(&'a [f32]),
     /// [`Piecewise`] of this head, the feature reversed.
@@ -341,33 +312,24 @@ pub(super) struct HeadDistance<'a> {
     pub(super) keys: &'a [f32],
 }
 
-/// The relative values' index of one head.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum HeadIndex<'a> {
-    Pairs(&'a [usize]),
-    Reversed(&'a [usize]),
-}
-
 /// Relative values as one head reads them.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HeadValues<'a> {
     pub(super) table: &'a [f32],
     pub(super) rows: usize,
-    pub(super) index: HeadIndex<'a>,
+    /// The index over distance, reversed.
+    pub(super) index: &'a [usize],
 }
 
 impl HeadValues<'_> {
     /// The table row of every key $0..=i$ of query `i`.
     #[inline]
     pub(super) fn row_index(&self, i: usize, l: usize) -> &[usize] {
-        match self.index {
-            HeadIndex::Pairs(idx) => &idx[i * l..i * l + i + 1],
-            HeadIndex::Reversed(idx) => &idx[l - 1 - i..],
-        }
+        &self.index[l - 1 - i..]
     }
 
     /// The weights of each row of a tile summed per table row:
-    /// $S_{r c} = \sum_{j \le i:\ \text{index}_{ij} = c} p_{r j}$ for tile rows $i = i_0 + r$,
+    /// $S_{r c} = \sum_{j \le i:\ \text{index}(i-j) = c} p_{r j}$ for tile rows $i = i_0 + r$,
     /// written into `sums [m, R]`.
     #[inline]
     pub(super) fn band_sums(
@@ -468,7 +430,6 @@ impl HeadTerms<'_> {
     ) -> Option<&'s [f32]> {
         match self.bias {
             HeadBias::None => None,
-            HeadBias::Pairs(b) => Some(&b[i * l..i * l + i + 1]),
             HeadBias::Reversed(beta) => Some(&beta[l - 1 - i..]),
             HeadBias::Piecewise {
                 feature,
@@ -491,13 +452,12 @@ impl HeadTerms<'_> {
     }
 
     /// Adds the gradient of the bias from the score gradient `ds` of query `i` (keys
-    /// $0..=i$) to `dbias`: `[L, L]` (pairs), $\partial\beta$ reversed `[L]` (distance), or
+    /// $0..=i$) to `dbias`: $\partial\beta$ reversed `[L]` (distance), or
     /// $(\partial a, \partial s)$ `[2, P]` (piecewise).
     #[inline]
     pub(super) fn bias_grad(&self, i: usize, l: usize, ds: &[f32], dbias: &mut [f32]) {
         match self.bias {
             HeadBias::None => {}
-            HeadBias::Pairs(_) => dbias[i * l..i * l + i + 1].copy_from_slice(&ds[..=i]),
             HeadBias::Reversed(_) => {
                 for (g, &d) in dbias[l - 1 - i..].iter_mut().zip(&ds[..=i]) {
                     *g += d;
@@ -528,7 +488,6 @@ impl HeadTerms<'_> {
     pub(super) fn bias_grad_len(&self, l: usize) -> usize {
         match self.bias {
             HeadBias::None => 0,
-            HeadBias::Pairs(_) => l * l,
             HeadBias::Reversed(_) => l,
             HeadBias::Piecewise { breakpoints, .. } => 2 * (breakpoints.len() + 1),
         }

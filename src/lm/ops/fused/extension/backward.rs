@@ -239,9 +239,7 @@ impl AttentionState {
         ];
         match &self.terms.bias {
             ScoreBias::None => {}
-            ScoreBias::Heads(b) | ScoreBias::Batch(b) | ScoreBias::Distance(b) => {
-                grads.push(shaped(g.bias, b));
-            }
+            ScoreBias::Distance(b) => grads.push(shaped(g.bias, b)),
             ScoreBias::Piecewise {
                 intercepts, slopes, ..
             } => {
@@ -267,9 +265,7 @@ impl AttentionState {
         }
         match &self.terms.values {
             ValuesTerm::None => {}
-            ValuesTerm::Pairs { table, .. } | ValuesTerm::Distance { table, .. } => {
-                grads.push(shaped(g.values, table));
-            }
+            ValuesTerm::Table { table, .. } => grads.push(shaped(g.values, table)),
         }
         grads
     }

@@ -7,7 +7,7 @@ use burn::backend::Flex;
 use burn::tensor::{DType, Shape, TensorData};
 
 use super::super::attention::{
-    self, Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied, ValueIndex,
+    self, Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied,
 };
 use super::super::heads::{AttentionDims, HeadLayout, Heads};
 use super::super::{gelu, linear, nll, norm, rope};
@@ -165,17 +165,13 @@ pub(super) struct TermValues<'a> {
     distance_keys: Option<Values<'a>>,
     untied: Option<(Values<'a>, Values<'a>)>,
     values_table: Option<Values<'a>>,
-    /// The relative values' index per pair, as `usize`.
-    pair_index: Vec<usize>,
 }
 
 impl<'a> TermValues<'a> {
     pub(super) fn new(terms: &'a AttentionTerms<Flex>) -> Self {
         let (bias, slopes) = match &terms.bias {
             ScoreBias::None => (None, None),
-            ScoreBias::Heads(b) | ScoreBias::Batch(b) | ScoreBias::Distance(b) => {
-                (Some(values(b)), None)
-            }
+            ScoreBias::Distance(b) => (Some(values(b)), None),
             ScoreBias::Piecewise {
                 intercepts, slopes, ..
             } => (Some(values(intercepts)), Some(values(slopes))),
@@ -190,10 +186,9 @@ impl<'a> TermValues<'a> {
                 (Some(HeadsBuf::new(queries)), Some(values(keys)))
             }
         };
-        let (values_table, pair_index) = match &terms.values {
-            ValuesTerm::None => (None, Vec::new()),
-            ValuesTerm::Pairs { table, index } => (Some(values(table)), indices(index)),
-            ValuesTerm::Distance { table, .. } => (Some(values(table)), Vec::new()),
+        let values_table = match &terms.values {
+            ValuesTerm::None => None,
+            ValuesTerm::Table { table, .. } => Some(values(table)),
         };
         Self {
             terms,
@@ -208,15 +203,12 @@ impl<'a> TermValues<'a> {
                 ProductTerm::Pair { queries, keys } => Some((values(queries), values(keys))),
             },
             values_table,
-            pair_index,
         }
     }
 
     /// The terms as the kernels read them.
     pub(super) fn terms(&self) -> Terms<'_> {
         let bias = match (&self.terms.bias, &self.bias, &self.slopes) {
-            (ScoreBias::Heads(_), Some(b), _) => Bias::Heads(b),
-            (ScoreBias::Batch(_), Some(b), _) => Bias::Batch(b),
             (ScoreBias::Distance(_), Some(b), _) => Bias::Distance(b),
             (ScoreBias::Piecewise { shape, .. }, Some(a), Some(s)) => Bias::Piecewise(Piecewise {
                 feature: &shape.feature,
@@ -254,15 +246,10 @@ impl<'a> TermValues<'a> {
                 keys: k,
             }),
             values: match (&self.terms.values, &self.values_table) {
-                (ValuesTerm::Pairs { table, .. }, Some(v)) => Some(RelativeValues {
+                (ValuesTerm::Table { table, index }, Some(v)) => Some(RelativeValues {
                     table: v,
                     rows: table.layout().shape()[0],
-                    index: ValueIndex::Pairs(&self.pair_index),
-                }),
-                (ValuesTerm::Distance { table, index }, Some(v)) => Some(RelativeValues {
-                    table: v,
-                    rows: table.layout().shape()[0],
-                    index: ValueIndex::Distance(index),
+                    index,
                 }),
                 _ => None,
             },

@@ -27,10 +27,6 @@ use flex::{
 pub enum ScoreBias<B: Backend> {
     /// No bias.
     None,
-    /// `[H, L, L]`, shared by the batch.
-    Heads(FloatTensor<B>),
-    /// `[B, H, L, L]`.
-    Batch(FloatTensor<B>),
     /// $\beta_{h,\,i-j}$, `[H, L]` (T5, ALiBi, Kerple).
     Distance(FloatTensor<B>),
     /// $f_h(\psi_{i-j}\nu_i)$, piecewise linear (FIRE).
@@ -84,21 +80,13 @@ pub enum ProductTerm<B: Backend> {
     },
 }
 
-/// Relative value vectors: a table `[R, D]` and the row of every pair (`[L, L]`, a tensor) or
-/// of every distance (a constant).
+/// Relative value vectors: a table `[R, D]` and the row of every distance (a constant).
 #[derive(ExtensionType, Debug, Clone)]
 pub enum ValuesTerm<B: Backend> {
     /// None.
     None,
-    /// Indexed per pair.
-    Pairs {
-        /// $a^V$, `[R, D]`.
-        table: FloatTensor<B>,
-        /// `[L, L]`.
-        index: IntTensor<B>,
-    },
-    /// Indexed per distance.
-    Distance {
+    /// The table and its index over distance.
+    Table {
         /// $a^V$, `[R, D]`.
         table: FloatTensor<B>,
         /// $\text{index}(d)$.
@@ -323,8 +311,6 @@ fn on_flex<C: CheckpointStrategy>(
     };
     let bias = match &terms.bias {
         ScoreBias::None => ScoreBias::None,
-        ScoreBias::Heads(b) => ScoreBias::Heads(take(b)),
-        ScoreBias::Batch(b) => ScoreBias::Batch(take(b)),
         ScoreBias::Distance(b) => ScoreBias::Distance(take(b)),
         ScoreBias::Piecewise {
             intercepts,
@@ -356,11 +342,7 @@ fn on_flex<C: CheckpointStrategy>(
     let untied = pair(&terms.untied);
     let values = match &terms.values {
         ValuesTerm::None => ValuesTerm::None,
-        ValuesTerm::Pairs { table, index } => ValuesTerm::Pairs {
-            table: take(table),
-            index: index.clone(),
-        },
-        ValuesTerm::Distance { table, index } => ValuesTerm::Distance {
+        ValuesTerm::Table { table, index } => ValuesTerm::Table {
             table: take(table),
             index: index.clone(),
         },
