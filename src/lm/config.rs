@@ -29,6 +29,8 @@ pub const MAX_HEADS: usize = 256;
 /// Longest sequence a model trains or is evaluated at (training length, evaluation lengths,
 /// absolute tables, relative distances): its $L \times L$ position objects stay near 1 GiB.
 pub const MAX_LEN: usize = 16_384;
+/// TEMP
+pub const MAX_EVAL_LEN: usize = 65_536;
 /// Most trainable parameters (1 GiB of `f32` weights; Adam keeps three times that).
 pub const MAX_PARAMS: usize = 1 << 28;
 /// Most sequences per training step.

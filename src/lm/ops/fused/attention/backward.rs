@@ -20,7 +20,7 @@
 
 use rayon::prelude::*;
 
-use super::terms::{HeadTable, HeadTerms};
+use super::terms::{transpose, HeadTable, HeadTerms};
 use super::{tile_scores, Bias, Terms, TILE};
 use crate::lm::ops::fused::heads::{row, AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
 use crate::lm::ops::fused::parallel::{product, SharedMut};
@@ -170,9 +170,7 @@ unsafe fn attention_head_backward(
             for r in 0..m {
                 let i = i0 + r;
                 let g = &sums[r * rows..(r + 1) * rows];
-                for (dp, &c) in dp[r * n..r * n + i + 1].iter_mut().zip(rv.row_index(i, l)) {
-                    *dp += g[c];
-                }
+                rv.add_to_row(i, l, g, &mut dp[r * n..r * n + i + 1]);
             }
             // d a^V += S^T dO_tile with S the weights summed per table row
             rv.band_sums(p, (i0, m, n, l), sums);
@@ -285,6 +283,11 @@ unsafe fn attention_head_backward(
             }
         }
     }
+    if let Some(t) = &terms.key_table {
+        // [R, L] -> [L, R]
+        let transposed = std::mem::take(&mut grads.key_table);
+        transpose(&transposed, t.rows, l, &mut grads.key_table);
+    }
     grads
 }
 
@@ -375,7 +378,13 @@ pub fn attention_backward(
                 let ptrs = &ptrs;
                 let at = grad_layout.start(bh, &dims);
                 let stride = grad_layout.row;
-                let head_terms = terms.head(&prepared, bh, &dims);
+                let mut head_terms = terms.head(&prepared, bh, &dims);
+                // the key table transposed (its gradient too, until the end of the head)
+                let mut key_table = Vec::new();
+                if let Some(t) = &mut head_terms.key_table {
+                    t.transpose(l, &mut key_table);
+                    t.table = &key_table;
+                }
                 // without relative keys dQ^ is never written: any pointer will do
                 let qhat_at = if with_distance { at } else { 0 };
                 // SAFETY: the layouts were checked; head bh writes only its own rows of dq,

@@ -118,23 +118,25 @@ pub fn attention_forward(
     let mut lse = vec![0.0f32; heads * l];
     let out_ptr = SharedMut(out.spare_capacity_mut().as_mut_ptr().cast::<f32>());
     lse.par_chunks_mut(l.max(1)).enumerate().for_each_init(
-        || ForwardScratch {
-            s: vec![0.0; TILE * l],
-            g: vec![
-                0.0;
-                if terms.distance.is_some() {
-                    TILE * l
-                } else {
-                    0
-                }
-            ],
-            bias: vec![0.0; l],
-            sums: vec![0.0; TILE * value_rows],
+        || {
+            let with_distance = terms.distance.is_some();
+            let scratch = ForwardScratch {
+                s: vec![0.0; TILE * l],
+                g: vec![0.0; if with_distance { TILE * l } else { 0 }],
+                bias: vec![0.0; l],
+                sums: vec![0.0; TILE * value_rows],
+            };
+            // and the head's key table transposed
+            (scratch, Vec::new())
         },
-        |scratch, (bh, lse)| {
+        |(scratch, key_table), (bh, lse)| {
             // the whole wrapper moves into the closure (not its raw-pointer field)
             let out_ptr = &out_ptr;
-            let head_terms = terms.head(&prepared, bh, &dims);
+            let mut head_terms = terms.head(&prepared, bh, &dims);
+            if let Some(t) = &mut head_terms.key_table {
+                t.transpose(l, key_table);
+                t.table = key_table;
+            }
             // SAFETY: the layouts were checked to lie within their buffers; head bh writes only
             // its own rows of `out`.
             unsafe {

@@ -19,6 +19,7 @@
 //! slice of it.
 
 use super::super::heads::{AttentionDims, HeadRows, Heads};
+use super::super::simd::{multiversion, sum};
 
 /// An additive score bias $b_{ij}$ (not scaled by $c$).
 #[derive(Debug, Clone, Copy, Default)]
@@ -121,20 +122,102 @@ fn reversed<T: Copy>(v: &[T], block: usize) -> Vec<T> {
     v.chunks(block.max(1)).rev().flatten().copied().collect()
 }
 
-/// The vectors over distance of [`Terms`] reversed (distances $L-1, \dots, 0$), built once
-/// per call: row $i$ reads entries $L-1-i .. L$ for keys $0..=i$.
+/// A run of equal entries of an index over distance, reversed: positions `start..end` of
+/// the reversed index (distances $L-1-\text{start}$ down to $L-\text{end}$) all read `column`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Run {
+    start: usize,
+    end: usize,
+    column: usize,
+}
+
+/// The runs of an index over distance `[L]`, reversed. An index clipped at a distance (Shaw)
+/// or bucketed logarithmically (DeBERTa) has few runs, each a contiguous range of keys in
+/// every row: the kernel adds one value to the range, or sums the range.
+fn runs(index: &[usize]) -> Vec<Run> {
+    let reversed = reversed(index, 1);
+    let mut runs: Vec<Run> = Vec::new();
+    for (k, &column) in reversed.iter().enumerate() {
+        match runs.last_mut() {
+            Some(r) if r.column == column => r.end = k + 1,
+            _ => runs.push(Run {
+                start: k,
+                end: k + 1,
+                column,
+            }),
+        }
+    }
+    runs
+}
+
+/// The runs of query `i` as ranges of its keys `a..b` (within `0..=i`) and their column.
+#[inline]
+fn row_runs(runs: &[Run], i: usize, l: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    // key j reads reversed position o + j
+    let o = l - 1 - i;
+    let first = runs.partition_point(|r| r.end <= o);
+    runs[first..]
+        .iter()
+        .map(move |r| (r.start.max(o) - o, r.end - o, r.column))
+}
+
+multiversion! {
+    /// $x_j \mathrel{+}= v$.
+    fn add_constant(x: &mut [f32], v: f32) {
+        for s in x {
+            *s += v;
+        }
+    }
+}
+
+multiversion! {
+    /// $x_j \mathrel{+}= y_j$.
+    fn add_slice(x: &mut [f32], y: &[f32]) {
+        for (s, &t) in x.iter_mut().zip(y) {
+            *s += t;
+        }
+    }
+}
+
+multiversion! {
+    /// $\sum_j x_j$.
+    fn slice_sum(x: &[f32]) -> f32 {
+        sum(x)
+    }
+}
+
+multiversion! {
+    /// $b_j = s\,(\psi_j \nu) + a$ (one piece of a row).
+    fn piece_values(out: &mut [f32], feature: &[f32], nu: f32, a: f32, s: f32) {
+        for (b, &psi) in out.iter_mut().zip(feature) {
+            *b = s.mul_add(psi * nu, a);
+        }
+    }
+}
+
+multiversion! {
+    /// $\sum_j g_j$ and $\sum_j g_j\,(\psi_j \nu)$ (one piece of a row's gradient).
+    fn piece_grads(g: &[f32], feature: &[f32], nu: f32) -> (f32, f32) {
+        let x: f32 = g.iter().zip(feature).map(|(&g, &psi)| g * (psi * nu)).sum();
+        (sum(g), x)
+    }
+}
+
+/// The compact objects of [`Terms`] in the form the rows read, built once per call: the
+/// vectors over distance reversed (distances $L-1, \dots, 0$: row $i$ reads entries
+/// $L-1-i..L$ for keys $0..=i$), the indices as runs.
 #[derive(Debug, Default)]
 pub(super) struct Prepared {
     /// $\beta$ of every head reversed, `[H, L]`.
     bias: Vec<f32>,
     /// $\psi$ reversed, `[L]`.
     feature: Vec<f32>,
-    /// The query table's index reversed.
-    query_index: Vec<usize>,
-    /// The key table's index reversed.
-    key_index: Vec<usize>,
-    /// The relative values' index reversed.
-    value_index: Vec<usize>,
+    /// The runs of the query table's index.
+    query_runs: Vec<Run>,
+    /// The runs of the key table's index.
+    key_runs: Vec<Run>,
+    /// The runs of the relative values' index.
+    value_runs: Vec<Run>,
     /// $\rho$ of every head with its rows reversed, `[H, L, D]`.
     keys: Vec<f32>,
 }
@@ -143,7 +226,9 @@ impl<'a> Terms<'a> {
     /// Checks every term against `dims`.
     ///
     /// # Panics
-    /// When a term does not have the size `dims` asks for, or an index is out of its table.
+    /// When a term does not have the size `dims` asks for, an index is out of its table, or
+    /// a piecewise bias's feature decreases with the distance or its row scale is not
+    /// positive (the rows find their pieces by bisection).
     pub(super) fn check(&self, dims: &AttentionDims) {
         let AttentionDims {
             batch: b,
@@ -161,8 +246,11 @@ impl<'a> Terms<'a> {
                     f.feature.len() == l
                         && f.row_scale.len() == l
                         && f.intercepts.len() == h * p
-                        && f.slopes.len() == h * p,
-                    "a piecewise bias",
+                        && f.slopes.len() == h * p
+                        && f.feature.windows(2).all(|w| w[0] <= w[1])
+                        && f.row_scale.iter().all(|&nu| nu > 0.0)
+                        && f.breakpoints.windows(2).all(|w| w[0] <= w[1]),
+                    "a piecewise bias (non-decreasing feature and breakpoints, positive scale)",
                 );
             }
         }
@@ -196,10 +284,10 @@ impl<'a> Terms<'a> {
         }
     }
 
-    /// The reversed vectors over distance ([`Prepared`]).
+    /// The reversed vectors and the runs ([`Prepared`]).
     pub(super) fn prepare(&self, dims: &AttentionDims) -> Prepared {
         let (l, d) = (dims.len, dims.dim);
-        let index = |t: &Option<Gathered>| t.map_or(Vec::new(), |g| reversed(g.index, 1));
+        let table_runs = |t: &Option<Gathered>| t.map_or(Vec::new(), |g| runs(g.index));
         Prepared {
             bias: match self.bias {
                 Bias::Distance(beta) => {
@@ -211,9 +299,9 @@ impl<'a> Terms<'a> {
                 Bias::Piecewise(f) => reversed(f.feature, 1),
                 _ => Vec::new(),
             },
-            query_index: index(&self.query_table),
-            key_index: index(&self.key_table),
-            value_index: self.values.map_or(Vec::new(), |rv| reversed(rv.index, 1)),
+            query_runs: table_runs(&self.query_table),
+            key_runs: table_runs(&self.key_table),
+            value_runs: self.values.map_or(Vec::new(), |rv| runs(rv.index)),
             keys: self.distance.map_or(Vec::new(), |dk| {
                 dk.keys
                     .chunks((l * d).max(1))
@@ -223,7 +311,9 @@ impl<'a> Terms<'a> {
         }
     }
 
-    /// The terms of head `bh = b H + h`, reading `prepared`.
+    /// The terms of head `bh = b H + h`, reading `prepared`. The key table is the head's
+    /// `[L, R]` block as stored: the caller transposes it ([`HeadTable::transpose`]) before
+    /// the rows read it.
     #[inline]
     pub(super) fn head<'p>(
         &self,
@@ -251,17 +341,17 @@ impl<'a> Terms<'a> {
                 }
             }
         };
-        let table = |g: &Option<Gathered<'a>>, index: &'p [usize]| {
+        let table = |g: &Option<Gathered<'a>>, runs: &'p [Run]| {
             g.map(|g| HeadTable {
                 table: &g.table[bh * l * g.rows..(bh + 1) * l * g.rows],
                 rows: g.rows,
-                index,
+                runs,
             })
         };
         HeadTerms {
             bias,
-            query_table: table(&self.query_table, &prepared.query_index),
-            key_table: table(&self.key_table, &prepared.key_index),
+            query_table: table(&self.query_table, &prepared.query_runs),
+            key_table: table(&self.key_table, &prepared.key_runs),
             distance: self.distance.map(|dk| HeadDistance {
                 queries: dk.queries.head(bh, dims),
                 keys: &prepared.keys[h * ld..(h + 1) * ld],
@@ -275,7 +365,7 @@ impl<'a> Terms<'a> {
             values: self.values.map(|rv| HeadValues {
                 table: rv.table,
                 rows: rv.rows,
-                index: &prepared.value_index,
+                runs: &prepared.value_runs,
             }),
         }
     }
@@ -297,12 +387,31 @@ pub(super) enum HeadBias<'a> {
     },
 }
 
-/// A gathered table of one head: `[L, R]` and its index reversed.
+/// A gathered table of one head and the runs of its index: the query table `[L, R]` as
+/// stored, the key table transposed `[R, L]` (a run reads a contiguous range of one column).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HeadTable<'a> {
     pub(super) table: &'a [f32],
     pub(super) rows: usize,
-    pub(super) index: &'a [usize],
+    runs: &'a [Run],
+}
+
+impl HeadTable<'_> {
+    /// Writes the head's `[L, R]` table transposed, `[R, L]`, into `out`.
+    pub(super) fn transpose(&self, l: usize, out: &mut Vec<f32>) {
+        transpose(self.table, l, self.rows, out);
+    }
+}
+
+/// `x [rows, cols]` transposed into `out [cols, rows]`.
+pub(super) fn transpose(x: &[f32], rows: usize, cols: usize, out: &mut Vec<f32>) {
+    out.clear();
+    out.resize(rows * cols, 0.0);
+    for (r, row) in x.chunks(cols.max(1)).enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            out[c * rows + r] = v;
+        }
+    }
 }
 
 /// Relative keys of one head: $\hat q$ rows and $\rho$ with its rows reversed `[L, D]`.
@@ -317,17 +426,10 @@ pub(super) struct HeadDistance<'a> {
 pub(super) struct HeadValues<'a> {
     pub(super) table: &'a [f32],
     pub(super) rows: usize,
-    /// The index over distance, reversed.
-    pub(super) index: &'a [usize],
+    runs: &'a [Run],
 }
 
 impl HeadValues<'_> {
-    /// The table row of every key $0..=i$ of query `i`.
-    #[inline]
-    pub(super) fn row_index(&self, i: usize, l: usize) -> &[usize] {
-        &self.index[l - 1 - i..]
-    }
-
     /// The weights of each row of a tile summed per table row:
     /// $S_{r c} = \sum_{j \le i:\ \text{index}(i-j) = c} p_{r j}$ for tile rows $i = i_0 + r$,
     /// written into `sums [m, R]`.
@@ -343,9 +445,19 @@ impl HeadValues<'_> {
             let i = i0 + r;
             let out = &mut sums[r * rows..(r + 1) * rows];
             out.fill(0.0);
-            for (&c, &w) in self.row_index(i, l).iter().zip(&p[r * n..r * n + i + 1]) {
-                out[c] += w;
+            let p = &p[r * n..r * n + i + 1];
+            for (a, b, c) in row_runs(self.runs, i, l) {
+                out[c] += slice_sum(&p[a..b]);
             }
+        }
+    }
+
+    /// $\partial p_{ij} \mathrel{+}= g_{\text{index}(i-j)}$ for the keys of query `i`, with
+    /// $g = \partial o_i\, a^{V\top}$ `[R]`.
+    #[inline]
+    pub(super) fn add_to_row(&self, i: usize, l: usize, g: &[f32], dp: &mut [f32]) {
+        for (a, b, c) in row_runs(self.runs, i, l) {
+            add_constant(&mut dp[a..b], g[c]);
         }
     }
 }
@@ -355,6 +467,7 @@ impl HeadValues<'_> {
 pub(super) struct HeadTerms<'a> {
     pub(super) bias: HeadBias<'a>,
     pub(super) query_table: Option<HeadTable<'a>>,
+    /// Transposed, `[R, L]`, once the caller has set it so.
     pub(super) key_table: Option<HeadTable<'a>>,
     pub(super) distance: Option<HeadDistance<'a>>,
     /// $p^Q$, $p^K$ of this head, `[L, D]` each.
@@ -362,33 +475,41 @@ pub(super) struct HeadTerms<'a> {
     pub(super) values: Option<HeadValues<'a>>,
 }
 
-/// The piece of $x$: $\#\{k : t_k < x\}$, moved from `p` (the previous one; cheap when $x$
-/// moves little).
-#[inline(always)]
-fn piece(breakpoints: &[f32], mut p: usize, x: f32) -> usize {
-    while p > 0 && x <= breakpoints[p - 1] {
-        p -= 1;
-    }
-    while p < breakpoints.len() && x > breakpoints[p] {
-        p += 1;
-    }
-    p
+/// The keys $j$ of each piece of a row, as `(piece, a, b)`: with the row's features
+/// $x_j = \psi_{i-j}\nu_i$ non-increasing in $j$, piece $p = \#\{k : t_k < x_j\}$ holds the
+/// keys from the first with $x_j \le t_p$ to the first with $x_j \le t_{p-1}$.
+#[inline]
+fn piece_ranges<'b>(
+    feature: &'b [f32],
+    nu: f32,
+    breakpoints: &'b [f32],
+) -> impl Iterator<Item = (usize, usize, usize)> + 'b {
+    // c_p = #{j : x_j > t_p}, non-increasing in p; c_{-1} = the row's length, c_{P-1} = 0
+    let count = move |p: usize| feature.partition_point(|&psi| psi * nu > breakpoints[p]);
+    let pieces = breakpoints.len() + 1;
+    (0..pieces).map(move |p| {
+        let a = if p + 1 < pieces { count(p) } else { 0 };
+        let b = if p == 0 { feature.len() } else { count(p - 1) };
+        (p, a, b.max(a))
+    })
 }
 
 impl HeadTerms<'_> {
     /// Adds the gathered tables to the raw scores of query `i` (`row`: keys $0..=i$):
-    /// $g_{i,\,\text{index}(i-j)} + g'_{j,\,\text{index}'(i-j)}$.
+    /// $g_{i,\,\text{index}(i-j)} + g'_{j,\,\text{index}'(i-j)}$, one run of equal columns at
+    /// a time.
     #[inline]
     pub(super) fn add_gathered(&self, i: usize, l: usize, row: &mut [f32]) {
         if let Some(t) = &self.query_table {
             let g = &t.table[i * t.rows..(i + 1) * t.rows];
-            for (s, &c) in row[..=i].iter_mut().zip(&t.index[l - 1 - i..]) {
-                *s += g[c];
+            for (a, b, c) in row_runs(t.runs, i, l) {
+                add_constant(&mut row[a..b], g[c]);
             }
         }
         if let Some(t) = &self.key_table {
-            for (j, (s, &c)) in row[..=i].iter_mut().zip(&t.index[l - 1 - i..]).enumerate() {
-                *s += t.table[j * t.rows + c];
+            // the transposed table: column c of keys a..b is contiguous
+            for (a, b, c) in row_runs(t.runs, i, l) {
+                add_slice(&mut row[a..b], &t.table[c * l + a..c * l + b]);
             }
         }
     }
@@ -396,7 +517,7 @@ impl HeadTerms<'_> {
     /// The gradients of the gathered tables from the score gradient of query `i`, scaled by
     /// $c$: $\partial g_{i,\,\text{index}(i-j)} \mathrel{+}= c\,\partial s_{ij}$ into
     /// `dquery [L, R]` and $\partial g'_{j,\,\text{index}'(i-j)} \mathrel{+}= c\,\partial s_{ij}$
-    /// into `dkey [L, R]`.
+    /// into `dkey`, transposed `[R, L]`.
     #[inline]
     pub(super) fn gathered_grads(
         &self,
@@ -408,19 +529,22 @@ impl HeadTerms<'_> {
     ) {
         if let Some(t) = &self.query_table {
             let g = &mut dquery[i * t.rows..(i + 1) * t.rows];
-            for (&ds, &c) in ds[..=i].iter().zip(&t.index[l - 1 - i..]) {
-                g[c] += scale * ds;
+            for (a, b, c) in row_runs(t.runs, i, l) {
+                g[c] += scale * slice_sum(&ds[a..b]);
             }
         }
         if let Some(t) = &self.key_table {
-            for (j, (&ds, &c)) in ds[..=i].iter().zip(&t.index[l - 1 - i..]).enumerate() {
-                dkey[j * t.rows + c] += scale * ds;
+            for (a, b, c) in row_runs(t.runs, i, l) {
+                let dst = &mut dkey[c * l + a..c * l + b];
+                for (g, &d) in dst.iter_mut().zip(&ds[a..b]) {
+                    *g += scale * d;
+                }
             }
         }
     }
 
     /// The bias of query `i` for keys $0..=i$: a slice of the head's own data, or written
-    /// into `scratch` (piecewise); `None` without a bias.
+    /// into `scratch` (piecewise, one piece at a time); `None` without a bias.
     #[inline]
     pub(super) fn bias_row<'s>(
         &'s self,
@@ -438,13 +562,11 @@ impl HeadTerms<'_> {
                 intercepts,
                 slopes,
             } => {
-                let nu = row_scale[i];
+                let (nu, feature) = (row_scale[i], &feature[l - 1 - i..]);
                 let out = &mut scratch[..=i];
-                let mut p = 0;
-                for (b, &psi) in out.iter_mut().zip(&feature[l - 1 - i..]) {
-                    let x = psi * nu;
-                    p = piece(breakpoints, p, x);
-                    *b = slopes[p].mul_add(x, intercepts[p]);
+                for (p, a, b) in piece_ranges(feature, nu, breakpoints) {
+                    let (a0, s0) = (intercepts[p], slopes[p]);
+                    piece_values(&mut out[a..b], &feature[a..b], nu, a0, s0);
                 }
                 Some(out)
             }
@@ -458,26 +580,20 @@ impl HeadTerms<'_> {
     pub(super) fn bias_grad(&self, i: usize, l: usize, ds: &[f32], dbias: &mut [f32]) {
         match self.bias {
             HeadBias::None => {}
-            HeadBias::Reversed(_) => {
-                for (g, &d) in dbias[l - 1 - i..].iter_mut().zip(&ds[..=i]) {
-                    *g += d;
-                }
-            }
+            HeadBias::Reversed(_) => add_slice(&mut dbias[l - 1 - i..], &ds[..=i]),
             HeadBias::Piecewise {
                 feature,
                 row_scale,
                 breakpoints,
                 ..
             } => {
-                let nu = row_scale[i];
+                let (nu, feature) = (row_scale[i], &feature[l - 1 - i..]);
                 let pieces = breakpoints.len() + 1;
                 let (da, dsl) = dbias.split_at_mut(pieces);
-                let mut p = 0;
-                for (&g, &psi) in ds[..=i].iter().zip(&feature[l - 1 - i..]) {
-                    let x = psi * nu;
-                    p = piece(breakpoints, p, x);
+                for (p, a, b) in piece_ranges(feature, nu, breakpoints) {
+                    let (g, gx) = piece_grads(&ds[a..b], &feature[a..b], nu);
                     da[p] += g;
-                    dsl[p] = g.mul_add(x, dsl[p]);
+                    dsl[p] += gx;
                 }
             }
         }
@@ -498,25 +614,47 @@ impl HeadTerms<'_> {
 mod tests {
     use super::*;
 
-    /// [`piece`] counts the breakpoints below $x$ from any starting piece, ties (a breakpoint
-    /// equal to $x$) below, and several equal breakpoints (an empty piece) skipped.
+    /// [`piece_ranges`] gives every key of a row the piece that counts the breakpoints below
+    /// its feature (ties below), several equal breakpoints an empty piece, and no key twice.
     #[test]
-    fn piece_counts_breakpoints_below() {
-        let t = [-1.0, 0.0, 0.0, 2.0];
-        for (x, want) in [
-            (-5.0, 0),
-            (-1.0, 0),
-            (-0.5, 1),
-            (0.0, 1),
-            (1.0, 3),
-            (2.0, 3),
-            (9.0, 4),
-        ] {
-            for start in 0..=4 {
-                assert_eq!(piece(&t, start, x), want, "x = {x} from {start}");
+    fn piece_ranges_count_breakpoints_below() {
+        let t = [-1.0, 0.0, 0.0, 2.0, 9.0];
+        // x_j = feature_j * 0.5, non-increasing: 5, 2, 1, 0.5, 0, 0, -1, -3
+        let feature = [10.0, 4.0, 2.0, 1.0, 0.0, 0.0, -2.0, -6.0];
+        let mut seen = vec![None; feature.len()];
+        for (p, a, b) in piece_ranges(&feature, 0.5, &t) {
+            for s in &mut seen[a..b] {
+                assert!(s.is_none(), "a key in two pieces");
+                *s = Some(p);
             }
         }
-        assert_eq!(piece(&[], 0, 3.0), 0);
+        for (j, s) in seen.iter().enumerate() {
+            let x = feature[j] * 0.5;
+            let want = t.iter().filter(|&&t| t < x).count();
+            assert_eq!(*s, Some(want), "key {j}, x = {x}");
+        }
+    }
+
+    /// [`runs`] splits an index into maximal runs of one column, reversed, and [`row_runs`]
+    /// gives each row the keys of each run: every key once, with the column of its distance.
+    #[test]
+    fn runs_cover_every_key_with_its_column() {
+        let index = [3, 2, 1, 0, 0, 0, 5, 5];
+        let l = index.len();
+        let r = runs(&index);
+        assert_eq!(r.len(), 5);
+        for i in 0..l {
+            let mut seen = vec![None; i + 1];
+            for (a, b, c) in row_runs(&r, i, l) {
+                for s in &mut seen[a..b] {
+                    assert!(s.is_none());
+                    *s = Some(c);
+                }
+            }
+            for (j, s) in seen.iter().enumerate() {
+                assert_eq!(*s, Some(index[i - j]), "row {i}, key {j}");
+            }
+        }
     }
 
     /// [`reversed`] reverses blocks, not the values inside one.
