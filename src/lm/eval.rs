@@ -28,9 +28,11 @@ use crate::io::write_atomic;
 use crate::lm::checkpoint::CheckpointInfo;
 pub use crate::lm::config::{check_lengths, Mode};
 use crate::lm::data::{read_split, window_starts};
+use crate::lm::memory::{available_bytes, eval_bytes, MemoryPlan};
 use crate::lm::model::{
     int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
 };
+use crate::lm::ops::is_flex;
 pub use crate::results::{PositionRow, ResultRow, WindowRow};
 
 /// RoPE scaling applied at inference.
@@ -139,11 +141,46 @@ impl EvalPlan {
     }
 }
 
+/// The memory of the largest evaluation pass `opts` asks of `model` ([`MemoryPlan`]): the
+/// longest window when one pass gives every length, else the largest of the passes per length;
+/// `None` off the CPU (a GPU's memory is not the system's).
+///
+/// # Errors
+/// As [`EvalPlan::new`].
+pub fn memory_plan(
+    model: &ModelConfig,
+    opts: &EvalOptions,
+    device: &Device,
+) -> Result<Option<MemoryPlan>> {
+    if !is_flex(device) {
+        return Ok(None);
+    }
+    let plan = EvalPlan::new(model, opts)?;
+    let kernels = Ops::new(opts.kernels, device).kernels();
+    let threads = rayon::current_num_threads();
+    let passes: Vec<usize> = if plan.one_pass {
+        opts.lengths.iter().max().copied().into_iter().collect()
+    } else {
+        opts.lengths.clone()
+    };
+    let largest = passes
+        .into_iter()
+        .map(|l| (l, batch_for(l)))
+        .max_by_key(|&(l, b)| eval_bytes(model, l, b, kernels, threads));
+    Ok(largest.map(|(len, batch)| MemoryPlan {
+        len,
+        batch,
+        bytes: eval_bytes(model, len, batch, kernels, threads),
+        available: available_bytes(),
+    }))
+}
+
 /// Evaluates a model at every length of `opts`; returns one row per length (variant and
 /// checkpoint facts filled from `info` and `variant`).
 ///
 /// # Errors
-/// Bad lengths, an unreadable corpus, or a text too short for the longest window.
+/// Bad lengths, a pass that will not fit in the memory available ([`memory_plan`]), an
+/// unreadable corpus, or a text too short for the longest window.
 pub fn evaluate(
     model: &Lm,
     info: &CheckpointInfo,
@@ -167,6 +204,13 @@ pub fn evaluate_windows(
 ) -> Result<(Vec<ResultRow>, Vec<WindowRow>)> {
     let c = &info.model;
     check_lengths(&opts.lengths)?;
+    if let Some(plan) = memory_plan(c, opts, device)? {
+        if !plan.fits() {
+            return Err(Error::Conflict(format!(
+                "{plan}: not enough memory (evaluate shorter lengths)"
+            )));
+        }
+    }
     let text = read_split(&opts.corpus, &opts.split)?;
     let plan = EvalPlan::new(c, opts)?;
     let l_max = *opts.lengths.iter().max().unwrap_or(&1);
@@ -302,7 +346,7 @@ pub fn mean_and_std_error(windows: &[(f64, usize)]) -> (f64, f64, usize) {
 }
 
 /// Windows per forward pass at length `l` (about 8k positions, at least 1).
-fn batch_for(l: usize) -> usize {
+pub fn batch_for(l: usize) -> usize {
     (8192 / l).clamp(1, 64)
 }
 
