@@ -163,9 +163,20 @@ pub fn memory_plan(
     } else {
         opts.lengths.clone()
     };
+    // windows a pass: the batch, or fewer where `max_bytes` holds fewer windows
+    let windows = |l: usize| {
+        let stride = match opts.mode {
+            Mode::Nonoverlap => l,
+            Mode::Sliding => (l / 2).max(1),
+        };
+        let held = opts.max_bytes.map_or(usize::MAX, |n| {
+            (n.saturating_sub(l + 1) / stride + 1).max(1)
+        });
+        batch_for(l).min(held)
+    };
     let largest = passes
         .into_iter()
-        .map(|l| (l, batch_for(l)))
+        .map(|l| (l, windows(l)))
         .max_by_key(|&(l, b)| eval_bytes(model, l, b, kernels, threads));
     Ok(largest.map(|(len, batch)| MemoryPlan {
         len,
