@@ -154,6 +154,17 @@ pub fn ensure_positive<T: Copy + Into<f64> + fmt::Display>(
     ensure(x.is_finite() && x > 0.0, name, value, "a finite number > 0")
 }
 
+/// Fails with [`Error::InvalidParameter`] ("an even number >= 2") unless `value` is: a width
+/// made of sine-cosine or rotation pairs.
+pub fn ensure_even(name: &'static str, value: usize) -> Result<()> {
+    ensure(
+        value >= 2 && value.is_multiple_of(2),
+        name,
+        value,
+        "an even number >= 2",
+    )
+}
+
 /// Fails with [`Error::ShapeMismatch`] unless `expected == found`.
 pub(crate) fn ensure_shape(
     context: &'static str,

@@ -48,14 +48,17 @@ pub mod prelude {
     pub use crate::encodings::learned::LearnedAbsolute;
     pub use crate::encodings::nope::NoPe;
     pub use crate::encodings::rope::{
-        rope_cos_sin, rope_half, rope_interleaved, DynamicNtkRope, Rope, RopeConfig,
-        RopeFrequencies, RopeLayout, RopeScaling,
+        apply_rope, apply_rope_partial, phase_error, query_weights, rope_cos_sin, rope_half,
+        rope_interleaved, self_extend_distance, stale_cache_error, AnglePrecision, DynamicNtkRope,
+        LayerScaling, LongRope, Misreading, ModelRope, Rope, RopeConfig, RopeFrequencies,
+        RopeLayout, RopeScaling, SelfExtend,
     };
     pub use crate::encodings::shaw::{relative_index_matrix, ShawRelative};
     pub use crate::encodings::sinusoidal::{
         sinusoidal_embedding, sinusoidal_table, SinusoidalAbsolute, SinusoidalLayout,
     };
     pub use crate::encodings::t5::{relative_position_bucket, T5Bias};
+    pub use crate::encodings::temperature::{Temperature, Tempered};
     pub use crate::encodings::tupe::Tupe;
     pub use crate::encodings::xl::{rel_shift, TransformerXl};
     pub use crate::encodings::xpos::XPos;

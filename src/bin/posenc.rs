@@ -3,6 +3,7 @@
 //! ```text
 //! posenc dump t5-bucket --num-buckets 32 --max-distance 128 --min -20 --max 20
 //! posenc dump rope-freqs --dim 64 --base 10000 --scaling yarn --factor 4 --original-max 2048
+//! posenc rope --config tests/golden/configs/gpt-oss-20b.json [--json]    # a model's RoPE
 //! posenc train --scheme alibi --steps 600 --out /tmp/alibi                # feature `train`
 //! posenc eval --checkpoint data/checkpoints/rope --scaling yarn --lengths 128,512,2048
 //! posenc sweep --config data/configs/sweep.json                          # every scheme
@@ -14,6 +15,8 @@
 mod dump;
 #[path = "posenc/named_arg.rs"]
 mod named_arg;
+#[path = "posenc/rope.rs"]
+mod rope;
 #[cfg(feature = "train")]
 #[path = "posenc/train_cli.rs"]
 mod train_cli;
@@ -49,16 +52,28 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Json, global = true)]
         format: Format,
     },
+    /// What a model's RoPE configuration means: frequencies, wavelengths against the original
+    /// and extended length, cos/sin scale, softmax and logit multipliers (text, or --json).
+    Rope(rope::RopeArgs),
     /// The results table of a sweep's results folder as markdown: mean and standard deviation
-    /// over seeds at each length and, with per-window losses, the paired change from the
-    /// shortest length to the longest (the README's results section).
+    /// over seeds at each length, parameters and seeds; with per-window losses, each model's
+    /// change from the shortest length to the longest with its uncertainty over seeds and over
+    /// the text, t-tested with a Holm correction and ranked, and tested against a reference
+    /// model's change; with curves.csv, what each training run gained over its last 20% (the
+    /// README's results section).
     Report {
-        /// The results folder: ppl_vs_length.csv and, when present, windows/*.csv.
+        /// The results folder: ppl_vs_length.csv and, when present, windows/*.csv and
+        /// curves.csv.
         #[arg(long, default_value = "data/results")]
         results: std::path::PathBuf,
-        /// Window mode of the table: nonoverlap or sliding.
-        #[arg(long, default_value = "nonoverlap")]
-        mode: String,
+        /// Window mode of the table: matched, nonoverlap or sliding [default: the first the
+        /// results have].
+        #[arg(long)]
+        mode: Option<String>,
+        /// The model whose change the others' are tested against, by its label (alibi,
+        /// rope/ft-yarn), or none [default: alibi when the table has it].
+        #[arg(long)]
+        reference: Option<String>,
     },
     /// Train the byte-level language model with one position scheme.
     #[cfg(feature = "train")]
@@ -228,7 +243,15 @@ impl RopeArgs {
 fn run(cli: Cli) -> Result<String, String> {
     let (what, format) = match cli.command {
         Command::Dump { what, format } => (what, format),
-        Command::Report { results, mode } => return report(&results, &mode),
+        Command::Report {
+            results,
+            mode,
+            reference,
+        } => {
+            return posenc::results::report(&results, mode.as_deref(), reference.as_deref())
+                .map_err(|e| e.to_string())
+        }
+        Command::Rope(args) => return rope::run(&args),
         #[cfg(feature = "train")]
         Command::Train(args) => return train_cli::train(*args),
         #[cfg(feature = "train")]
@@ -269,12 +292,6 @@ fn run(cli: Cli) -> Result<String, String> {
         Format::Json => dump.to_json().to_string(),
         Format::Csv => dump.to_csv().trim_end().to_string(),
     })
-}
-
-/// `posenc report`: [`posenc::results::report`], the markdown of the results in `dir` (its
-/// `windows/` folder, when there is one, adds the paired change).
-fn report(dir: &std::path::Path, mode: &str) -> Result<String, String> {
-    posenc::results::report(dir, mode).map_err(|e| e.to_string())
 }
 
 /// Writes the command's output and a newline to standard output. A reader that closed the

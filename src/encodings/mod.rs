@@ -12,12 +12,13 @@
 //! | [`t5`] | T5 bucketed bias | score bias |
 //! | [`deberta`] | DeBERTa c2p + p2c, log buckets | relative vectors |
 //! | [`tupe`] | TUPE, untied positional term | score term + bias |
-//! | [`rope`] | RoPE, both layouts, PI / NTK / dynamic / YaRN / Llama3 | rotate q, k |
+//! | [`rope`] | RoPE, both layouts, PI / NTK / dynamic / YaRN / Llama3 / LongRoPE; a model's configuration read ([`rope::ModelRope`]); Self-Extend | rotate q, k |
 //! | [`alibi`] | ALiBi | score bias |
 //! | [`xpos`] | xPos | rotate and scale q, k |
 //! | [`kerple`] | Kerple (log, power) | score bias |
 //! | [`fire`] | FIRE | score bias |
 //! | [`nope`] | NoPE | nothing |
+//! | [`temperature`] | log-$n$ and floor-log query scales | scale q |
 
 pub mod alibi;
 pub mod deberta;
@@ -31,6 +32,7 @@ mod scheme;
 pub mod shaw;
 pub mod sinusoidal;
 pub mod t5;
+pub mod temperature;
 pub mod tupe;
 pub mod xl;
 pub mod xpos;

@@ -24,7 +24,7 @@ use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
 use super::PositionScheme;
-use crate::error::{ensure, ensure_shape, Result};
+use crate::error::{ensure, ensure_even, ensure_shape, Result};
 
 /// The paper's base, 10000.
 pub const DEFAULT_BASE: f64 = 10_000.0;
@@ -72,7 +72,7 @@ crate::named::named!(SinusoidalLayout, "layout");
 /// # Errors
 /// When `dim` is odd or zero, or `base` is not above 1.
 pub fn frequencies(dim: usize, base: f64) -> Result<Vec<f64>> {
-    ensure(dim >= 2 && dim % 2 == 0, "dim", dim, "an even number >= 2")?;
+    ensure_even("dim", dim)?;
     ensure(
         base.is_finite() && base > 1.0,
         "base",

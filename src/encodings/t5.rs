@@ -52,7 +52,7 @@ impl T5Buckets {
     pub fn new(num_buckets: usize, max_distance: usize, bidirectional: bool) -> Result<Self> {
         if bidirectional {
             ensure(
-                num_buckets >= 4 && num_buckets % 2 == 0,
+                num_buckets >= 4 && num_buckets.is_multiple_of(2),
                 "num_buckets",
                 num_buckets,
                 "an even number >= 4 for bidirectional attention (half the buckets per sign)",

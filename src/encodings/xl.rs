@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::init::Seeded;
 use super::{ensure_queries_fit, query_position, PositionScheme};
 use crate::encodings::sinusoidal::{sinusoidal_embedding, SinusoidalLayout, DEFAULT_BASE};
-use crate::error::{ensure, ensure_shape, Result};
+use crate::error::{ensure, ensure_even, ensure_shape, Result};
 
 /// The four terms of the absolute-position score
 /// $(x_i + p_i) W_q W_k^\top (x_j + p_j)^\top$ (unscaled), each `[L, L]`.
@@ -158,12 +158,7 @@ impl TransformerXl {
 
     /// Checks the width of the sinusoid table $R$: even (sine-cosine pairs) and at least 2.
     fn ensure_r_dim(r_dim: usize) -> Result<()> {
-        ensure(
-            r_dim >= 2 && r_dim % 2 == 0,
-            "r_dim",
-            r_dim,
-            "an even number >= 2",
-        )
+        ensure_even("r_dim", r_dim)
     }
 
     /// Given parameters.

@@ -28,7 +28,7 @@ use ndarray::{Array2, ArrayView1, ArrayView2};
 use serde::{Deserialize, Serialize};
 
 use super::{ensure_queries_fit, query_position, PositionScheme};
-use crate::error::{ensure, ensure_shape, Result};
+use crate::error::{ensure, ensure_even, ensure_shape, Result};
 
 /// The RoPE base, 10000.
 pub const DEFAULT_BASE: f64 = 10_000.0;
@@ -93,12 +93,7 @@ impl XPos {
     /// # Errors
     /// As [`XPos::new`].
     pub fn validate(&self) -> Result<()> {
-        ensure(
-            self.dim >= 2 && self.dim % 2 == 0,
-            "dim",
-            self.dim,
-            "an even number >= 2",
-        )?;
+        ensure_even("dim", self.dim)?;
         ensure(
             self.base.is_finite() && self.base > 1.0,
             "base",

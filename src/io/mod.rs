@@ -2,21 +2,25 @@
 //! ([`csv`]), atomic writes
 //! ([`write_atomic`]) and the checks that an output can be written before any work
 //! ([`ensure_writable`], [`ensure_dir_writable`]), content digests ([`digest`],
-//! [`file_digest`]), and JSON files read into types whose unknown keys are errors
-//! ([`read_json`], [`write_json`]). Every error names its file.
+//! [`file_digest`]), JSON files read into types whose unknown keys are errors
+//! ([`read_json`], [`write_json`]), and the lock a writer holds on what it writes as a unit
+//! ([`FolderLock`]). Every error names its file.
 
 mod atomic;
 pub mod csv;
 mod digest;
 mod json;
+mod lock;
 
 pub use atomic::{ensure_dir_writable, ensure_writable, write_atomic};
 pub use digest::{digest, file_digest};
 pub use json::{read_json, write_json};
+pub use lock::FolderLock;
 
+pub(crate) use atomic::parent_of;
 // the checkpoint folder protocol (feature `train`) builds on these
 #[cfg(feature = "train")]
-pub(crate) use atomic::{parent_of, sync_dir, sync_file};
+pub(crate) use atomic::{sync_dir, sync_file};
 #[cfg(feature = "train")]
 pub(crate) use json::to_json;
 

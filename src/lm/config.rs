@@ -303,8 +303,8 @@ impl ModelConfig {
         ensure(
             self.d_model > 0
                 && self.d_model <= MAX_WIDTH
-                && self.d_model % self.heads == 0
-                && self.head_dim() % 2 == 0,
+                && self.d_model.is_multiple_of(self.heads)
+                && self.head_dim().is_multiple_of(2),
             "d_model",
             self.d_model,
             &format!(

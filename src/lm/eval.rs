@@ -1,6 +1,15 @@
 //! Perplexity versus length.
 //!
-//! **nonoverlap** (default): windows of the longest length $L_{max}$ tile the text without
+//! **matched** (the primary metric): the same target bytes at every length. The targets are
+//! bytes $T_0..T_1$ of the split, $T_0$ the longest length and $T_1 - T_0$ a whole number of
+//! segments ([`TargetRegion`]). At length $L$ they are cut into chunks of
+//! $h = \lceil L/2 \rceil$ bytes from $T_0$, each scored by the window of length $L$ that ends
+//! at it (its last positions), so every target byte is scored exactly once per length, with
+//! between $\lfloor L/2 \rfloor + 1$ and $L$ bytes of context before it. The rows of
+//! `windows/` are the segments (`start` the segment's first target byte, the same at every
+//! length), which pair per segment across lengths, models and seeds. One pass per length.
+//!
+//! **nonoverlap** (the prefix view): windows of the longest length $L_{max}$ tile the text without
 //! overlap; the score at length $L$ is the mean loss of the first $L$ positions of every
 //! window, i.e. of the windows of length $L$ starting at the same offsets. With causal
 //! attention and a *static* position scheme (every scheme here except dynamic NTK, whose
@@ -9,6 +18,10 @@
 //! one forward pass at $L_{max}$ gives every length. Otherwise the code runs one pass per
 //! length ([`EvalPlan::one_pass`] decides; `tests/train/eval.rs` proves both agree for
 //! static schemes).
+//!
+//! Prefix scoring weighs the first positions of a window, which have little or no context,
+//! $L_{max}/L$ times more at length $L$ than at $L_{max}$, and each length scores other bytes;
+//! the per-position losses (`per_position/*.csv`) show the effect.
 //!
 //! **sliding**: for each $L$, windows of length $L$ every $L/2$ bytes; each window scores its
 //! last $L/2$ positions (the first window all of them), so every byte is scored once with at
@@ -27,7 +40,7 @@ use crate::io::csv::csv_bytes;
 use crate::io::write_atomic;
 use crate::lm::checkpoint::CheckpointInfo;
 pub use crate::lm::config::{check_lengths, Mode};
-use crate::lm::data::{read_split, window_starts};
+use crate::lm::data::{read_split, window_starts, TargetRegion};
 use crate::lm::memory::{available_bytes, eval_bytes, MemoryPlan};
 use crate::lm::model::{
     int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
@@ -54,6 +67,8 @@ pub struct EvalOptions {
     pub mode: Mode,
     /// Only the first `max_bytes` bytes of the split.
     pub max_bytes: Option<usize>,
+    /// Bytes per target segment in matched mode (the unit of the `windows` rows).
+    pub segment_bytes: usize,
     /// `valid` or `test`.
     pub split: String,
     /// RoPE scaling at inference (RoPE checkpoints only).
@@ -163,14 +178,17 @@ pub fn memory_plan(
     } else {
         opts.lengths.clone()
     };
+    let l_max = opts.lengths.iter().max().copied().unwrap_or(1);
     // windows a pass: the batch, or fewer where `max_bytes` holds fewer windows
     let windows = |l: usize| {
-        let stride = match opts.mode {
-            Mode::Nonoverlap => l,
-            Mode::Sliding => (l / 2).max(1),
-        };
         let held = opts.max_bytes.map_or(usize::MAX, |n| {
-            (n.saturating_sub(l + 1) / stride + 1).max(1)
+            let held = match opts.mode {
+                Mode::Nonoverlap => n.saturating_sub(l + 1) / l + 1,
+                Mode::Sliding => n.saturating_sub(l + 1) / (l / 2).max(1) + 1,
+                // at most the targets after T0 = l_max in chunks of ceil(l / 2)
+                Mode::Matched => n.saturating_sub(l_max).div_ceil(l.div_ceil(2).max(1)),
+            };
+            held.max(1)
         });
         batch_for(l).min(held)
     };
@@ -313,6 +331,26 @@ pub fn evaluate_windows(
                         }
                     }
                 }
+            }
+        }
+        Mode::Matched => {
+            let region = TargetRegion::new(text.len(), l_max, opts.segment_bytes, opts.max_bytes)?;
+            let segment_starts = region.segment_starts();
+            for &(l, scaling) in &plan.scaling_at {
+                let windows = region.windows(l);
+                let starts: Vec<usize> = windows.iter().map(|w| w.start).collect();
+                let rows = window_losses(model, c, &text, &starts, l, scaling, device, opts)?;
+                // the loss of every target T0..T1 in order: each window's last `scored`
+                let targets: Vec<f64> = windows
+                    .iter()
+                    .zip(&rows)
+                    .flat_map(|(w, r)| r[l - w.scored..].iter().map(|&x| f64::from(x)))
+                    .collect();
+                let segments: Vec<(f64, usize)> = targets
+                    .chunks(region.segment)
+                    .map(|t| (t.iter().sum(), t.len()))
+                    .collect();
+                results.push(row(l, &segments, &segment_starts));
             }
         }
         Mode::Sliding => {

@@ -1,9 +1,10 @@
 //! Training: AdamW with warm-up and cosine decay on random windows of the training split,
 //! checkpoints written atomically at the end and every `save_every` steps, exact resume.
 //!
-//! The checkpoint format is [`crate::lm::checkpoint`]'s. Everything is checked before the
-//! first step: the configurations, the output folder (writable; an existing checkpoint is
-//! replaced only when asked), and on resume that nothing contradicts the checkpoint.
+//! The checkpoint format is [`crate::lm::checkpoint`]'s. The output folder is locked for the
+//! whole run, and everything is checked before the first step: the configurations, the output
+//! folder (writable, written by no other process; an existing checkpoint is replaced only when
+//! asked), and on resume that nothing contradicts the checkpoint.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use burn::tensor::Device;
 use serde::Serialize;
 
 use crate::error::{invalid, Error, Result};
-use crate::io::{digest, ensure_dir_writable, format_error, io_error};
+use crate::io::{digest, ensure_dir_writable, format_error, io_error, FolderLock};
 use crate::lm::checkpoint::{self, WeightDtype};
 pub use crate::lm::checkpoint::{load_model, read_info, CheckpointInfo, TrainState, ValidLoss};
 pub use crate::lm::config::TrainConfig;
@@ -245,14 +246,26 @@ fn start(run: &TrainRun, device: &Device, corpus_digest: &str) -> Result<Start> 
 }
 
 /// Trains (or resumes, or fine-tunes) and writes the checkpoint (at the end, and every
-/// `save_every` steps); returns its info and loss curve.
+/// `save_every` steps); returns its info and loss curve. The checkpoint folder is locked
+/// ([`FolderLock`]) from before any work until the last save: a second writer of it is refused
+/// at once.
 ///
 /// # Errors
 /// Everything that can be checked is checked before the first step: bad configuration, an
-/// output folder that cannot be written or holds a checkpoint (unless `overwrite`), a resume
-/// that contradicts its checkpoint or would rewind it, an unreadable corpus or checkpoint. Then
-/// a non-finite loss or weights ([`Error::NonFinite`]: nothing is saved) or a failed write.
+/// output folder that cannot be written, is written by another process ([`Error::Conflict`])
+/// or holds a checkpoint (unless `overwrite`), a resume that contradicts its checkpoint or
+/// would rewind it, an unreadable corpus or checkpoint. Then a non-finite loss or weights
+/// ([`Error::NonFinite`]: nothing is saved) or a failed write.
 pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
+    train_holding(run, None)
+}
+
+/// [`train`], into a folder whose exclusive lock `held` the caller holds already (a sweep takes
+/// the locks of everything it writes before its first item), or takes itself (`None`).
+pub(crate) fn train_holding(
+    run: &TrainRun,
+    held: Option<&FolderLock>,
+) -> Result<(CheckpointInfo, TrainState)> {
     if !run.resume {
         run.model.validate()?;
         run.train.validate_for(&run.model)?;
@@ -260,6 +273,14 @@ pub fn train(run: &TrainRun) -> Result<(CheckpointInfo, TrainState)> {
         run.train.validate()?;
     }
     ensure_dir_writable(&run.out)?;
+    // held until the last save; a second writer of `out` is refused here, before any work
+    let _own = match held {
+        Some(lock) => {
+            debug_assert_eq!(lock.target(), run.out, "the lock of another folder");
+            None
+        }
+        None => Some(FolderLock::exclusive(&run.out)?),
+    };
     let device = run.device.clone().autodiff();
     let text = read_split(&run.corpus, "train")?;
     let corpus_digest = digest(&text);

@@ -1,6 +1,8 @@
 //! Curves over training seeds, for figures with a band per model: the loss against evaluation
 //! length ([`seed_curves`], from the rows of `ppl_vs_length.csv`) and the validation loss
-//! against training steps ([`curve_summaries`], from `curves.csv`).
+//! against training steps ([`curve_summaries`], from `curves.csv`); and whether each run has
+//! reached its plateau ([`plateaus`]): the validation loss it gained over its last 20 % of
+//! steps, and nothing else.
 
 use std::collections::BTreeMap;
 
@@ -176,6 +178,100 @@ pub fn curve_summaries(curves: &[CurveRow]) -> Result<Vec<CurvePoint>> {
     Ok(points)
 }
 
+/// A run has reached its plateau when its validation loss fell by less than this over its
+/// last 20 % of steps: 0.01 nats per byte.
+pub const PLATEAU_GAIN: f64 = 0.01;
+
+/// What one training run (a model and a seed) gained over its last 20 % of steps
+/// ([`plateaus`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plateau {
+    /// The model.
+    pub model: ModelKey,
+    /// The training seed.
+    pub seed: u64,
+    /// The run's last step with a validation loss, $S$.
+    pub last_step: usize,
+    /// The validation loss there, nats per byte.
+    pub final_loss: f64,
+    /// The last step with a validation loss at or before $0.8\,S$, and that loss; `None`
+    /// when the run has no validation point that early (a single point).
+    pub from: Option<(usize, f64)>,
+}
+
+impl Plateau {
+    /// The validation loss gained over the last 20 %: the loss at [`Plateau::from`] minus the
+    /// final loss (positive while the run still improves); `None` without an earlier point.
+    pub fn gain(&self) -> Option<f64> {
+        self.from.map(|(_, loss)| loss - self.final_loss)
+    }
+
+    /// Whether the run has reached its plateau: [`Plateau::gain`] below [`PLATEAU_GAIN`];
+    /// `None` when the gain cannot be measured.
+    pub fn reached(&self) -> Option<bool> {
+        self.gain().map(|g| g < PLATEAU_GAIN)
+    }
+}
+
+/// One [`Plateau`] per run (model and seed) of the validation curves, runs in order of first
+/// appearance: the last validation point, and the last one at or before 80 % of its steps
+/// ($5\,\text{step} \le 4 S$).
+///
+/// # Errors
+/// [`crate::Error::InvalidParameter`] for a step twice in one run, or a validation loss that
+/// is not finite.
+pub fn plateaus(curves: &[CurveRow]) -> Result<Vec<Plateau>> {
+    let mut runs: Vec<(ModelKey, u64, BTreeMap<usize, f64>)> = Vec::new();
+    for c in curves {
+        let key = c.key();
+        ensure(
+            c.valid_loss.is_finite(),
+            "valid_loss",
+            format!(
+                "{} for {} seed {} step {}",
+                c.valid_loss,
+                key.label(),
+                c.seed,
+                c.step
+            ),
+            "a finite loss",
+        )?;
+        let at = match runs.iter().position(|r| r.0 == key && r.1 == c.seed) {
+            Some(at) => at,
+            None => {
+                runs.push((key, c.seed, BTreeMap::new()));
+                runs.len() - 1
+            }
+        };
+        let run = &mut runs[at];
+        if run.2.insert(c.step, c.valid_loss).is_some() {
+            return Err(invalid(
+                "curves",
+                format!("{} seed {} step {} (twice)", run.0.label(), c.seed, c.step),
+                "one row per model, seed and step",
+            ));
+        }
+    }
+    Ok(runs
+        .into_iter()
+        .filter_map(|(model, seed, points)| {
+            let (&last_step, &final_loss) = points.iter().next_back()?;
+            let from = points
+                .range(..last_step)
+                .rev()
+                .find(|(&step, _)| 5 * step <= 4 * last_step)
+                .map(|(&step, &loss)| (step, loss));
+            Some(Plateau {
+                model,
+                seed,
+                last_step,
+                final_loss,
+                from,
+            })
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +357,53 @@ mod tests {
             train_loss: 3.0,
             valid_loss: valid,
         }
+    }
+
+    #[test]
+    fn plateaus_by_hand() {
+        use Scheme::{Alibi, Rope};
+        // rope seed 0: 2000 steps; 80 % is step 1600, the last point at or before it is 1500
+        // (loss 1.530); final 1.515: gained 0.015, not a plateau.
+        // rope seed 1: points at 1600 (1.520) and 2000 (1.512): 0.008, a plateau.
+        // alibi: one point, no gain to measure.
+        let rows = vec![
+            curve(Rope, "base", 0, 1000, 10, 1.6),
+            curve(Rope, "base", 0, 1500, 15, 1.53),
+            curve(Rope, "base", 0, 1700, 17, 1.52),
+            curve(Rope, "base", 0, 2000, 20, 1.515),
+            curve(Rope, "base", 1, 2000, 20, 1.512),
+            curve(Rope, "base", 1, 1600, 16, 1.52),
+            curve(Alibi, "base", 0, 100, 1, 2.0),
+        ];
+        let p = plateaus(&rows).unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!((p[0].model.label(), p[0].seed), ("rope".to_string(), 0));
+        assert_eq!((p[0].last_step, p[0].from), (2000, Some((1500, 1.53))));
+        assert!((p[0].gain().unwrap() - 0.015).abs() < 1e-12);
+        assert_eq!(p[0].reached(), Some(false));
+        assert_eq!((p[1].seed, p[1].from), (1, Some((1600, 1.52))));
+        assert!((p[1].gain().unwrap() - 0.008).abs() < 1e-12);
+        assert_eq!(p[1].reached(), Some(true));
+        assert_eq!(
+            (p[2].model.label(), p[2].from, p[2].gain()),
+            ("alibi".to_string(), None, None)
+        );
+        assert_eq!(p[2].reached(), None);
+        // a loss that still falls counts whatever its level: no absolute-loss prong
+        let low = vec![
+            curve(Rope, "base", 0, 80, 1, 0.5),
+            curve(Rope, "base", 0, 100, 1, 0.48),
+        ];
+        assert_eq!(plateaus(&low).unwrap()[0].reached(), Some(false));
+        // a step twice; a loss that is not finite
+        let twice = vec![
+            curve(Rope, "base", 0, 100, 1, 2.0),
+            curve(Rope, "base", 0, 100, 1, 2.1),
+        ];
+        let e = plateaus(&twice).unwrap_err().to_string();
+        assert!(e.contains("rope seed 0 step 100 (twice)"), "{e}");
+        assert!(plateaus(&[curve(Rope, "base", 0, 100, 1, f64::NAN)]).is_err());
+        assert!(plateaus(&[]).unwrap().is_empty());
     }
 
     #[test]

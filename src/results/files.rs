@@ -93,8 +93,8 @@ pub fn read_results_dir(dir: &Path) -> Result<(Vec<ResultRow>, Option<Vec<Window
 mod tests {
     use super::*;
     use crate::io::csv::csv_bytes;
+    use crate::results::paired::{window, WindowKey};
     use crate::results::rows::{Mode, Scheme};
-    use crate::results::stats::{window, WindowKey};
 
     fn shipped() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("data/results")

@@ -1,80 +1,288 @@
 //! The results section of the README, generated from a sweep's results folder so that every
 //! number and every sentence in it follows from the shipped data (`posenc report`; a test
-//! compares the README with it): the [`ResultsTable`] of one window mode as markdown and, with
-//! per-window losses, the sentence that sorts the models into those whose loss rises, falls or
-//! stays within $z = 2$ standard errors from the shortest length to the longest.
+//! compares the README with it): the [`ResultsTable`] of one window mode as markdown with,
+//! given per-window losses, the sentences that sort the models by the verdicts of its tests
+//! (a $t$ test over seeds, Holm-corrected across the table, beside a bootstrap over the text),
+//! the test of each change against a reference model's, and, given the validation curves, what
+//! every training run gained over its last 20 % of steps ([`plateau_markdown`]).
 
 use std::fmt::Write;
 use std::path::Path;
 
-use super::files::read_results_dir;
-use super::rows::{Mode, ResultRow, WindowRow};
-use super::table::{ResultsTable, Verdict, Z};
-use crate::error::invalid;
+use super::curves::{plateaus, Plateau, PLATEAU_GAIN};
+use super::files::{read_curves, read_results_dir, CURVES_FILE};
+use super::inference::{holm_critical_t, Verdict, ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
+use super::rows::{Mode, ModelKey, ResultRow, Scheme, WindowRow};
+use super::stats::mean_and_sd;
+use super::table::ResultsTable;
+use crate::named::Named;
 use crate::Result;
 
-/// The markdown table (and, with `windows`, the change from the shortest length to the
-/// longest, the same two columns for every model, and the sentence that sorts the models by
-/// it) of the rows of `mode` (`nonoverlap` or `sliding`): [`ResultsTable::new`] rendered by
-/// [`table_markdown`].
+/// The reference model of `posenc report` when none is named: ALiBi as trained, whose loss
+/// the literature finds flat past the training length.
+pub const DEFAULT_REFERENCE: Scheme = Scheme::Alibi;
+
+/// The markdown table of the rows of `mode` (`matched`, `nonoverlap` or `sliding`) and, with
+/// `windows`, its tests and their sentences, without a reference model:
+/// [`ResultsTable::new`] rendered by [`table_markdown`].
 ///
 /// # Errors
-/// [`crate::Error::InvalidParameter`] for a mode that is neither, and as
+/// [`crate::Error::InvalidParameter`] for a mode that is none of them, and as
 /// [`ResultsTable::new`].
 pub fn results_markdown(
     rows: &[ResultRow],
     windows: Option<&[WindowRow]>,
     mode: &str,
 ) -> Result<String> {
-    let mode = [Mode::Nonoverlap, Mode::Sliding]
-        .into_iter()
-        .find(|m| m.name() == mode)
-        .ok_or_else(|| {
-            invalid(
-                "mode",
-                mode,
-                "a mode of the results (nonoverlap or sliding)",
-            )
-        })?;
+    let mode = Mode::from_name(mode)?;
     Ok(table_markdown(&ResultsTable::new(rows, windows, mode)?))
 }
 
-/// `posenc report`: [`results_markdown`] of the results folder `dir` (`ppl_vs_length.csv` and,
-/// when there is one, its `windows/` folder, which adds the paired change), without the final
-/// newline.
-///
-/// # Errors
-/// As [`read_results_dir`] and [`results_markdown`].
-pub fn report(dir: &Path, mode: &str) -> Result<String> {
-    let (rows, windows) = read_results_dir(dir)?;
-    let markdown = results_markdown(&rows, windows.as_deref(), mode)?;
-    Ok(markdown.trim_end().to_string())
+/// The mode `posenc report` shows when none is named: the first of `matched` (the primary
+/// metric), `nonoverlap` and `sliding` that the rows have.
+pub fn primary_mode(rows: &[ResultRow]) -> Option<Mode> {
+    Mode::ALL
+        .into_iter()
+        .find(|m| rows.iter().any(|r| r.mode == *m))
 }
 
-/// The table as markdown: [`ResultsTable::header`], a rule, a line per row of
-/// [`ResultsTable::cells`]; with the change column, a paragraph naming the models by
-/// [`Verdict`].
-pub fn table_markdown(table: &ResultsTable) -> String {
-    let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
-    let header = table.header();
-    let mut out = line(&header);
-    out.push_str(&"|---".repeat(header.len()));
-    out.push_str("|\n");
-    for cells in table.cells() {
-        out.push_str(&line(&cells));
+/// `posenc report`: the results folder `dir` (`ppl_vs_length.csv` and, when present, its
+/// `windows/` folder and `curves.csv`) as markdown, without the final newline: the table of
+/// `mode` (default [`primary_mode`]) with its tests against `reference` (a model label such
+/// as `alibi` or `rope/ft-yarn`; default [`DEFAULT_REFERENCE`] when the table has it; `none`
+/// for no reference), then [`plateau_markdown`] of the curves.
+///
+/// # Errors
+/// As [`read_results_dir`], [`read_curves`] and [`ResultsTable::with_reference`]; a mode the
+/// rows do not have, or a reference that is not a model of the table.
+pub fn report(dir: &Path, mode: Option<&str>, reference: Option<&str>) -> Result<String> {
+    let (rows, windows) = read_results_dir(dir)?;
+    let mode = match mode {
+        Some(name) => Mode::from_name(name)?,
+        None => primary_mode(&rows).unwrap_or(Mode::Matched),
+    };
+    let in_mode = |key: &ModelKey| rows.iter().any(|r| r.mode == mode && r.key() == *key);
+    let reference = match reference {
+        Some("none") => None,
+        Some(label) => Some(model_of(&rows, label)?),
+        None => Some(ModelKey::base(DEFAULT_REFERENCE)).filter(|k| in_mode(k)),
+    };
+    let table = ResultsTable::with_reference(&rows, windows.as_deref(), mode, reference.as_ref())?;
+    let mut out = table_markdown(&table);
+    let curves = dir.join(CURVES_FILE);
+    if curves.is_file() {
+        out.push('\n');
+        out.push_str(&plateau_markdown(&plateaus(&read_curves(&curves)?)?));
     }
+    Ok(out.trim_end().to_string())
+}
+
+/// The model of the rows whose label ([`ModelKey::label`]) is `label`.
+fn model_of(rows: &[ResultRow], label: &str) -> Result<ModelKey> {
+    rows.iter()
+        .map(ResultRow::key)
+        .find(|k| k.label() == label)
+        .ok_or_else(|| {
+            crate::error::invalid(
+                "reference",
+                label,
+                "a model of the results (its label, as the table names it), or none",
+            )
+        })
+}
+
+/// The table as markdown: a line on the mode, [`ResultsTable::header`], a rule, a line per
+/// row of [`ResultsTable::cells`]; with the change, a paragraph on its ranking, uncertainties
+/// and verdicts naming the models by [`Verdict`]; with a reference, its table
+/// ([`ResultsTable::reference_header`]) and verdicts.
+pub fn table_markdown(table: &ResultsTable) -> String {
+    let caveat = match table.mode {
+        Mode::Matched => "",
+        Mode::Nonoverlap => {
+            " A secondary view: the first positions of a window, which have little context, \
+             weigh L_max/L times more at length L than at L_max, and each length scores other \
+             bytes (the `matched` mode scores the same bytes at every length)."
+        }
+        Mode::Sliding => " Each length scores the bytes of its own windows.",
+    };
+    let mut out = format!(
+        "Loss in nats per byte, mean ± sd over training seeds; mode `{}`: {}.{caveat}\n\n",
+        table.mode.name(),
+        table.mode.summary()
+    );
+    out.push_str(&markdown_table(&table.header(), &table.cells()));
     if table.has_change() {
         let (shortest, longest) = table.span();
+        let windows = table.rows[0]
+            .change
+            .as_ref()
+            .map_or(0, |c| c.comparison.n_windows);
         let named = |v| list(&table.with_verdict(v));
         let _ = write!(
             out,
-            "\nFrom {shortest} to {longest} bytes (the change ± its standard error, paired over \
-             windows and seeds; a verdict needs more than {Z} standard errors) the loss rises \
-             for {}; it stays within {Z} standard errors for {}; it falls for {}.\n",
-            named(Verdict::Rises),
-            named(Verdict::Within),
-            named(Verdict::Falls),
+            "\nRows are ranked by the change from {shortest} to {longest} bytes. `se seeds` is \
+             its standard error over the training seeds; `se text` the standard deviation of \
+             its bootstrap over the {windows} windows ({BOOTSTRAP_RESAMPLES} resamples, seed \
+             {BOOTSTRAP_SEED}). {} The loss rises for {}; it falls for {}; no change is \
+             detected for {}.",
+            rule(table),
+            named(Verdict::Above),
+            named(Verdict::Below),
+            named(Verdict::NotDetected),
         );
+        let untested: Vec<String> = table
+            .rows
+            .iter()
+            .filter(|r| r.change.as_ref().is_some_and(|c| c.p_holm.is_none()))
+            .map(|r| r.model.label())
+            .collect();
+        if !untested.is_empty() {
+            let _ = write!(out, " With one seed, untested: {}.", list(&untested));
+        }
+        out.push('\n');
+    }
+    if let Some(reference) = &table.reference {
+        let label = reference.label();
+        let _ = write!(
+            out,
+            "\nEach change against `{label}`'s (a difference of changes, tested in the same \
+             family):\n\n"
+        );
+        out.push_str(&markdown_table(
+            &table.reference_header(),
+            &table.reference_cells(),
+        ));
+        let named = |v| list(&table.with_verdict_vs_reference(v));
+        let _ = writeln!(
+            out,
+            "\nThe change is larger than `{label}`'s for {}; smaller for {}; no difference is \
+             detected for {}.",
+            named(Verdict::Above),
+            named(Verdict::Below),
+            named(Verdict::NotDetected),
+        );
+    }
+    out
+}
+
+/// The sentence on the test: the level, the correction, the number of tests and, when every
+/// test has the same degrees of freedom, the critical $|t|$ of Holm's first and last step.
+fn rule(table: &ResultsTable) -> String {
+    let mut dfs: Vec<usize> = table
+        .rows
+        .iter()
+        .flat_map(|r| r.change.iter().chain(r.vs_reference.iter()))
+        .filter(|t| t.p_holm.is_some())
+        .map(|t| t.comparison.df)
+        .collect();
+    dfs.sort_unstable();
+    dfs.dedup();
+    let m = table.tests;
+    let steps = match (
+        dfs.as_slice(),
+        holm_critical_t(m, dfs.first().copied().unwrap_or(0), ALPHA),
+    ) {
+        ([df], Ok(t)) if m > 1 => format!(
+            " (with {} seeds, {df} degrees of freedom: |t| > {:.2} for the smallest p, down to \
+             {:.3} for the largest)",
+            df + 1,
+            t[0],
+            t[m - 1]
+        ),
+        ([df], Ok(t)) if m == 1 => format!(" (|t| > {:.3} with {df} degrees of freedom)", t[0]),
+        _ => String::new(),
+    };
+    format!(
+        "A verdict needs the two-sided t test over seeds (seeds − 1 degrees of freedom) to \
+         reject at α = {ALPHA} after a Holm correction across the {m} tests of this table{steps}."
+    )
+}
+
+/// What every training run gained over its last 20 % of steps, a row per model: its seeds,
+/// last step, mean final validation loss, the gain of each seed (`–` without a validation
+/// point at or before 80 % of the steps) and how many runs reached their plateau (gain below
+/// [`PLATEAU_GAIN`]); then a sentence with the totals.
+pub fn plateau_markdown(plateaus: &[Plateau]) -> String {
+    let mut models: Vec<(ModelKey, Vec<&Plateau>)> = Vec::new();
+    for p in plateaus {
+        match models.iter_mut().find(|(k, _)| *k == p.model) {
+            Some((_, runs)) => runs.push(p),
+            None => models.push((p.model.clone(), vec![p])),
+        }
+    }
+    let header = [
+        "model",
+        "seeds",
+        "steps",
+        "final validation loss",
+        "gain over the last 20 %, by seed",
+        "plateau",
+    ]
+    .map(String::from);
+    let cells: Vec<Vec<String>> = models
+        .iter()
+        .map(|(model, runs)| {
+            let mut steps: Vec<usize> = runs.iter().map(|r| r.last_step).collect();
+            steps.dedup();
+            let finals: Vec<f64> = runs.iter().map(|r| r.final_loss).collect();
+            let gains: Vec<String> = runs
+                .iter()
+                .map(|r| r.gain().map_or("–".into(), |g| format!("{g:.3}")))
+                .collect();
+            let measured = runs.iter().filter(|r| r.reached().is_some()).count();
+            let reached = runs.iter().filter(|r| r.reached() == Some(true)).count();
+            vec![
+                model.label(),
+                runs.len().to_string(),
+                steps
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                format!("{:.3}", mean_and_sd(&finals).0),
+                gains.join(", "),
+                if measured == 0 {
+                    "–".to_string()
+                } else {
+                    format!("{reached} of {measured}")
+                },
+            ]
+        })
+        .collect();
+    let measured = plateaus.iter().filter(|p| p.reached().is_some()).count();
+    let reached = plateaus
+        .iter()
+        .filter(|p| p.reached() == Some(true))
+        .count();
+    let mut out = format!(
+        "Training: the validation loss each run gained over its last 20 % of steps (from its \
+         last validation at or before 80 % of its steps to its last); a run has reached its \
+         plateau when it gains less than {PLATEAU_GAIN:.3} nats per byte.\n\n"
+    );
+    out.push_str(&markdown_table(&header, &cells));
+    let _ = write!(
+        out,
+        "\nRuns on their plateau: {reached} of {measured} with a gain to measure"
+    );
+    let unmeasured = plateaus.len() - measured;
+    if unmeasured > 0 {
+        let _ = write!(
+            out,
+            " (and {unmeasured} without a validation point before its last 20 %)"
+        );
+    }
+    out.push_str(".\n");
+    out
+}
+
+/// `header`, a rule and a line per row, as a markdown table.
+fn markdown_table(header: &[String], rows: &[Vec<String>]) -> String {
+    let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+    let mut out = line(header);
+    out.push_str(&"|---".repeat(header.len()));
+    out.push_str("|\n");
+    for cells in rows {
+        out.push_str(&line(cells));
     }
     out
 }
@@ -92,8 +300,8 @@ fn list(labels: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::rows::Scheme;
-    use crate::results::stats::{window as window_of, WindowKey};
+    use crate::results::paired::{window as window_of, WindowKey};
+    use crate::results::rows::CurveRow;
 
     // two models of the tables below
     const A: Scheme = Scheme::Alibi;
@@ -108,9 +316,9 @@ mod tests {
         window_of(&key, seed, start, eval_len, x)
     }
 
-    #[test]
-    fn table_has_mean_and_sd_over_seeds_and_the_paired_change() {
-        // a: 1.0/1.2 at 128, 2.0/2.4 at 256 -> means 1.1, 2.2; sd 0.141, 0.283
+    /// a: 1.0/1.2 at 128, 2.0/2.4 at 256; b flat at 1.0; two windows per seed: a's rise by
+    /// 1.0 and 1.2 (seed 0), 1.1 and 1.3 (seed 1).
+    fn sample() -> (Vec<ResultRow>, Vec<WindowRow>) {
         let rows = vec![
             row(A, 0, 128, 1.0),
             row(A, 1, 128, 1.2),
@@ -121,8 +329,6 @@ mod tests {
             row(B, 0, 256, 1.0),
             row(B, 1, 256, 1.0),
         ];
-        // Two windows per seed; a's windows rise by 1.0 and 1.2 (seed 0), 1.1 and 1.3 (seed 1);
-        // b's do not move.
         let mut windows = Vec::new();
         for (seed, lo, hi) in [(0, [0.9, 1.1], [1.9, 2.3]), (1, [1.1, 1.3], [2.2, 2.6])] {
             for w in 0..2 {
@@ -132,29 +338,67 @@ mod tests {
                 windows.push(window(B, seed, 256, w * 256, 1.0));
             }
         }
+        (rows, windows)
+    }
+
+    #[test]
+    fn table_has_mean_and_sd_over_seeds_and_the_tested_change() {
+        let (rows, windows) = sample();
         let md = results_markdown(&rows, Some(&windows), "nonoverlap").unwrap();
         let lines: Vec<&str> = md.lines().collect();
         assert_eq!(
             lines[0],
-            "| model | seeds | 128 (1x) | 256 (2x) | 256 − 128 |"
+            "Loss in nats per byte, mean ± sd over training seeds; mode `nonoverlap`: Windows of \
+             the longest length, prefixes of length L scored. A secondary view: the first \
+             positions of a window, which have little context, weigh L_max/L times more at \
+             length L than at L_max, and each length scores other bytes (the `matched` mode \
+             scores the same bytes at every length)."
         );
-        assert_eq!(lines[1], "|---|---|---|---|---|");
-        // By hand: D_0 = 2.1 - 1.0 = 1.1 and D_1 = 2.4 - 1.2 = 1.2, mean 1.15; each window's
-        // contribution e_w = (d_w - D_s)/2 is -0.05, +0.05 for both seeds, so
-        // se_windows = sqrt(2 * (0.05^2 + 0.05^2)) = 0.1; se_seeds = sd(1.1, 1.2)/sqrt(2) = 0.05;
-        // se = sqrt(0.1^2 + 0.05^2) = 0.1118.
         assert_eq!(
             lines[2],
-            "| alibi | 2 | 1.100 ± 0.141 | 2.200 ± 0.283 | +1.150 ± 0.112 |"
+            "| model | params | seeds | 128 (1x) | 256 (2x) | 256 − 128 | se seeds | se text | t | p Holm | verdict |"
         );
+        assert_eq!(lines[3], "|---".repeat(11) + "|");
+        // ranked: t5 (0) before alibi (+1.15).
+        // alibi by hand: D_0 = 2.1 - 1.0 = 1.1 and D_1 = 2.4 - 1.2 = 1.2, mean 1.15;
+        // se seeds = sd(1.1, 1.2) / sqrt 2 = 0.05; t = 23; 1 df: p = 1 - 2 atan(23)/pi = 0.0277,
+        // two tests (t5's p = 1): Holm 2 x 0.0277 = 0.055, not detected.
+        // se text: averaged over the seeds, the windows rise by 1.05 and 1.25; a resample's
+        // change is 1.05, 1.15 or 1.25 with probabilities 1/4, 1/2, 1/4: se -> 0.0707
         assert_eq!(
-            lines[3],
-            "| t5 | 2 | 1.000 ± 0.000 | 1.000 ± 0.000 | +0.000 ± 0.000 |"
+            lines[4],
+            "| t5 | 100 | 2 | 1.000 ± 0.000 | 1.000 ± 0.000 | +0.000 | 0.000 | 0.000 | +0.00 | 1.000 | not detected |"
+        );
+        assert!(
+            lines[5].starts_with(
+                "| alibi | 100 | 2 | 1.100 ± 0.141 | 2.200 ± 0.283 | +1.150 | 0.050 | "
+            ),
+            "{}",
+            lines[5]
+        );
+        let se_text: f64 = lines[5].split(" | ").nth(7).unwrap().parse().unwrap();
+        assert!((se_text - 0.005f64.sqrt()).abs() < 0.005, "{se_text}");
+        assert!(
+            lines[5].ends_with("| +23.00 | 0.055 | not detected |"),
+            "{}",
+            lines[5]
         );
         assert!(
             md.contains(
-                "rises for `alibi`; it stays within 2 standard errors for `t5`; it falls for no model."
+                "across the 2 tests of this table (with 2 seeds, 1 degrees of freedom: |t| > 25.45 \
+                 for the smallest p, down to 12.706 for the largest)"
             ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "The loss rises for no model; it falls for no model; no change is detected for \
+                 `t5` and `alibi`."
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("over the 2 windows (2000 resamples, seed 0)"),
             "{md}"
         );
     }
@@ -163,10 +407,24 @@ mod tests {
     fn one_seed_prints_the_mean_alone_and_no_windows_no_change_column() {
         let rows = vec![row(A, 0, 128, 1.23456), row(A, 0, 512, 2.0)];
         let md = results_markdown(&rows, None, "nonoverlap").unwrap();
-        assert_eq!(
-            md,
-            "| model | seeds | 128 (1x) | 512 (4x) |\n|---|---|---|---|\n| alibi | 1 | 1.235 | 2.000 |\n"
+        assert!(
+            md.ends_with(
+                "| model | params | seeds | 128 (1x) | 512 (4x) |\n|---|---|---|---|---|\n| alibi | 100 | 1 | 1.235 | 2.000 |\n"
+            ),
+            "{md}"
         );
+        // one seed with windows: the change without a test
+        let windows = vec![
+            window(A, 0, 128, 0, 1.2),
+            window(A, 0, 512, 0, 2.0),
+            window(A, 0, 128, 512, 1.26912),
+            window(A, 0, 512, 512, 2.0),
+        ];
+        let md = results_markdown(&rows, Some(&windows), "nonoverlap").unwrap();
+        assert!(md.contains("| +0.765 | 0.000 | "), "{md}");
+        assert!(md.contains(" | – | – | – |"), "{md}");
+        assert!(md.contains("across the 0 tests of this table."), "{md}");
+        assert!(md.contains("With one seed, untested: `alibi`."), "{md}");
     }
 
     #[test]
@@ -190,14 +448,14 @@ mod tests {
         }
         let md = results_markdown(&rows, Some(&windows), "nonoverlap").unwrap();
         assert!(
-            md.starts_with("| model | seeds | 128 (1x) | 256 (2x) | 256 − 128 |\n"),
+            md.contains("| model | params | seeds | 128 (1x) | 256 (2x) | 256 − 128 |"),
             "{md}"
         );
         assert!(
-            md.contains("| alibi/ft | 1 | 1.000 | 1.500 | +0.500 ± 0.000 |"),
+            md.contains("| alibi/ft | 100 | 1 | 1.000 | 1.500 | +0.500 | 0.000 | 0.000 |"),
             "{md}"
         );
-        assert!(md.contains("From 128 to 256 bytes"), "{md}");
+        assert!(md.contains("the change from 128 to 256 bytes"), "{md}");
     }
 
     #[test]
@@ -205,7 +463,7 @@ mod tests {
         let mut r = row(A, 0, 128, 1.0);
         r.train_len = 0;
         let md = results_markdown(&[r], None, "nonoverlap").unwrap();
-        assert!(md.starts_with("| model | seeds | 128 |\n"), "{md}");
+        assert!(md.contains("| model | params | seeds | 128 |\n"), "{md}");
     }
 
     #[test]
@@ -231,7 +489,136 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "invalid mode = bogus: allowed is a mode of the results (nonoverlap or sliding)"
+            "invalid mode = bogus: allowed is matched, nonoverlap, sliding"
+        );
+    }
+
+    #[test]
+    fn the_primary_mode_is_matched_when_present() {
+        let mut rows = vec![row(A, 0, 128, 1.0)];
+        assert_eq!(primary_mode(&rows), Some(Mode::Nonoverlap));
+        rows.push(ResultRow {
+            mode: Mode::Sliding,
+            ..row(A, 0, 128, 1.0)
+        });
+        assert_eq!(primary_mode(&rows), Some(Mode::Nonoverlap));
+        rows.push(ResultRow {
+            mode: Mode::Matched,
+            ..row(A, 0, 128, 1.0)
+        });
+        assert_eq!(primary_mode(&rows), Some(Mode::Matched));
+        assert_eq!(primary_mode(&[]), None);
+    }
+
+    #[test]
+    fn the_reference_table_names_the_differences_of_changes() {
+        let (rows, windows) = sample();
+        let t5 = ModelKey::base(B);
+        let table =
+            ResultsTable::with_reference(&rows, Some(&windows), Mode::Nonoverlap, Some(&t5))
+                .unwrap();
+        let md = table_markdown(&table);
+        assert!(
+            md.contains(
+                "Each change against `t5`'s (a difference of changes, tested in the same family):"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| model | seeds | change − t5's | se seeds | se text | t | p Holm | verdict |"
+            ),
+            "{md}"
+        );
+        // t5's change is 0: alibi's difference is its change again; three tests now,
+        // Holm 3 x 0.0277 = 0.083 for the first of the two equal p
+        assert!(md.contains("| alibi | 2 | +1.150 | 0.050 |"), "{md}");
+        assert!(md.contains("across the 3 tests of this table"), "{md}");
+        assert!(
+            md.contains(
+                "The change is larger than `t5`'s for no model; smaller for no model; no \
+                 difference is detected for `alibi`."
+            ),
+            "{md}"
+        );
+    }
+
+    fn curve(scheme: Scheme, seed: u64, step: usize, valid_loss: f64) -> CurveRow {
+        CurveRow {
+            scheme,
+            variant: "base".into(),
+            seed,
+            step,
+            bytes: step * 10,
+            train_loss: 3.0,
+            valid_loss,
+        }
+    }
+
+    #[test]
+    fn plateaus_are_printed_run_by_run() {
+        // alibi: seed 0 gains 1.530 - 1.515 = 0.015, seed 1 gains 1.520 - 1.517 = 0.003;
+        // t5 a single point
+        let runs = plateaus(&[
+            curve(A, 0, 800, 1.53),
+            curve(A, 0, 1000, 1.515),
+            curve(A, 1, 800, 1.52),
+            curve(A, 1, 1000, 1.517),
+            curve(B, 0, 100, 2.0),
+        ])
+        .unwrap();
+        let md = plateau_markdown(&runs);
+        let lines: Vec<&str> = md.lines().collect();
+        assert!(lines[0].contains("less than 0.010 nats per byte"), "{md}");
+        assert_eq!(
+            lines[2],
+            "| model | seeds | steps | final validation loss | gain over the last 20 %, by seed | plateau |"
+        );
+        // final losses 1.515 and 1.517: mean 1.516
+        assert_eq!(
+            lines[4],
+            "| alibi | 2 | 1000 | 1.516 | 0.015, 0.003 | 1 of 2 |"
+        );
+        assert_eq!(lines[5], "| t5 | 1 | 100 | 2.000 | – | – |");
+        assert_eq!(
+            lines[7],
+            "Runs on their plateau: 1 of 2 with a gain to measure (and 1 without a validation \
+             point before its last 20 %)."
+        );
+    }
+
+    /// `posenc report` of a folder: the primary mode, the default reference when present,
+    /// `none` for no reference, an unknown reference named, the plateau section with
+    /// `curves.csv`.
+    #[test]
+    fn report_reads_a_results_folder() {
+        use crate::io::csv::csv_bytes;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let (rows, windows) = sample();
+        std::fs::write(dir.join("ppl_vs_length.csv"), csv_bytes(&rows).unwrap()).unwrap();
+        std::fs::create_dir(dir.join("windows")).unwrap();
+        std::fs::write(dir.join("windows/a.csv"), csv_bytes(&windows).unwrap()).unwrap();
+        let md = report(dir, None, None).unwrap();
+        assert!(md.contains("mode `nonoverlap`"), "{md}");
+        assert!(md.contains("against `alibi`'s"), "{md}");
+        assert!(!md.contains("Training:"), "{md}");
+        let md = report(dir, None, Some("none")).unwrap();
+        assert!(!md.contains("against"), "{md}");
+        let md = report(dir, Some("nonoverlap"), Some("t5")).unwrap();
+        assert!(md.contains("against `t5`'s"), "{md}");
+        let e = report(dir, None, Some("rope")).unwrap_err().to_string();
+        assert!(e.contains("invalid reference = rope"), "{e}");
+        assert!(report(dir, Some("matched"), None).is_err());
+        std::fs::write(
+            dir.join("curves.csv"),
+            csv_bytes(&[curve(A, 0, 80, 2.0), curve(A, 0, 100, 1.999)]).unwrap(),
+        )
+        .unwrap();
+        let md = report(dir, None, None).unwrap();
+        assert!(
+            md.ends_with("Runs on their plateau: 1 of 1 with a gain to measure."),
+            "{md}"
         );
     }
 }

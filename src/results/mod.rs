@@ -1,7 +1,9 @@
 //! Everything a sweep's results say, in every build (no feature needed): the typed rows of its
 //! files ([`rows`]: [`ResultRow`], [`WindowRow`], [`CurveRow`], [`PositionRow`], and the one
 //! [`ModelKey`] with its one [`ModelKey::label`]), one reader per file ([`files`]), statistics
-//! over seeds and paired windows ([`stats`]), curves over seeds ([`curves`]), the one results
+//! over seeds ([`stats`]) and paired windows ([`paired`]), the tests behind every verdict ([`inference`]:
+//! a $t$ test over seeds with [`student`]'s distribution, Holm's correction, a bootstrap over
+//! the text), curves over seeds and the plateau of each run ([`curves`]), the one results
 //! table ([`table`]) and its markdown ([`markdown`], `posenc report`).
 //!
 //! The notebooks render the same table and curves as DataFrames and figures
@@ -13,28 +15,39 @@
 //! let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/results");
 //! let (rows, windows) = posenc::results::read_results_dir(&dir)?;
 //! let table = ResultsTable::new(&rows, windows.as_deref(), Mode::Nonoverlap)?;
-//! assert_eq!(table.header()[2], "128 (1x)");
-//! assert_eq!(table.cells()[0][0], "rope");
+//! assert_eq!(table.header()[3], "128 (1x)");
+//! assert_eq!(table.cells()[0][2], "3"); // seeds
 //! # Ok::<(), posenc::Error>(())
 //! ```
 
 pub mod curves;
 pub mod files;
+pub mod inference;
 pub mod markdown;
+pub mod paired;
 pub mod rows;
 pub mod stats;
+pub mod student;
 pub mod table;
 
-pub use curves::{curve_summaries, seed_curves, CurvePoint, SeedCurve};
+pub use curves::{
+    curve_summaries, plateaus, seed_curves, CurvePoint, Plateau, SeedCurve, PLATEAU_GAIN,
+};
 pub use files::{
     read_curves, read_per_position, read_results, read_results_dir, read_windows_dir, CURVES_FILE,
     PER_POSITION_DIR, RESULTS_FILE, WINDOWS_DIR,
 };
-pub use markdown::{report, results_markdown, table_markdown};
+pub use inference::{
+    bootstrap, compare, holm, holm_critical_t, BootstrapTerm, Comparison, Tested, TextUncertainty,
+    Verdict, ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
+};
+pub use markdown::{
+    plateau_markdown, primary_mode, report, results_markdown, table_markdown, DEFAULT_REFERENCE,
+};
+pub use paired::{matched_segments, paired_difference, PairedDifference, WindowKey};
 pub use rows::{
     with_seed_count, CurveRow, Mode, ModelKey, PositionRow, ResultRow, Scheme, WindowRow, BASE,
 };
-pub use stats::{
-    mean_and_sd, paired_difference, seed_summaries, PairedDifference, SeedSummary, WindowKey,
-};
-pub use table::{ResultsTable, TableRow, Verdict, Z};
+pub use stats::{mean_and_sd, seed_summaries, SeedSummary};
+pub use student::{t_cdf, t_quantile, two_sided_p};
+pub use table::{ResultsTable, TableRow};

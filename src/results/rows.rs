@@ -107,11 +107,12 @@ pub struct ResultRow {
     pub train_len: usize,
     /// Evaluated length.
     pub eval_len: usize,
-    /// `nonoverlap` or `sliding`.
+    /// `matched`, `nonoverlap` or `sliding`.
     pub mode: Mode,
     /// Mean negative log-likelihood, nats per byte.
     pub nats_per_byte: f64,
-    /// Standard error of `nats_per_byte` from the spread of the windows' means.
+    /// Standard error of `nats_per_byte` from the spread of the windows' means (of the
+    /// segments' in `matched` mode).
     pub std_error: f64,
     /// The same in bits.
     pub bits_per_byte: f64,
@@ -168,7 +169,8 @@ impl ResultRow {
 
 /// The loss of one evaluation window (`windows/*.csv`): the windows behind a [`ResultRow`], for
 /// uncertainties computed on paired windows (two lengths, or two models, scored on the same
-/// text).
+/// text). In `matched` mode a row is one target segment, scored by as many windows as cover
+/// it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowRow {
     /// Position scheme.
@@ -177,14 +179,15 @@ pub struct WindowRow {
     pub variant: String,
     /// Training seed.
     pub seed: u64,
-    /// `nonoverlap` or `sliding`.
+    /// `matched`, `nonoverlap` or `sliding`.
     pub mode: Mode,
     /// Evaluated length.
     pub eval_len: usize,
-    /// The window's first byte in the split (its identity across lengths in `nonoverlap`
-    /// mode and across models in both modes).
+    /// In `matched` mode the segment's first target byte in the split, the same at every
+    /// length; otherwise the window's first (input) byte. It identifies the window across
+    /// lengths in `matched` and `nonoverlap` mode, and across models in every mode.
     pub start: usize,
-    /// Bytes of the window scored.
+    /// Bytes of the window scored (the segment's target bytes in `matched` mode).
     pub bytes: usize,
     /// Mean negative log-likelihood of those bytes, nats per byte.
     pub nats_per_byte: f64,

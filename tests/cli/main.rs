@@ -388,6 +388,51 @@ fn a_closed_pipe_ends_the_output_quietly() {
 
 /// The README's results table is `posenc report` on the shipped results, to the last digit:
 /// every number and every sentence between the markers follows from `data/results`.
+/// `posenc report` names its mode and reference by flag; a reference or mode the results do
+/// not have is a one-line error.
+#[test]
+fn report_takes_a_mode_and_a_reference() {
+    let results = format!("{}/data/results", env!("CARGO_MANIFEST_DIR"));
+    let report = |extra: &[&str]| {
+        let mut args = vec!["report", "--results", &results];
+        args.extend_from_slice(extra);
+        posenc(&args)
+    };
+    let text = |out: std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = text(report(&["--reference", "none"]));
+    assert!(plain.contains("| model | params | seeds |"), "{plain}");
+    assert!(!plain.contains("against"), "{plain}");
+    let t5 = text(report(&["--reference", "t5"]));
+    assert!(t5.contains("Each change against `t5`'s"), "{t5}");
+    let sliding = text(report(&["--mode", "sliding"]));
+    assert!(
+        sliding.contains("mode `sliding`") && !sliding.contains("se text"),
+        "{sliding}"
+    );
+    for (extra, needle) in [
+        (&["--reference", "bogus"][..], "invalid reference = bogus"),
+        (
+            &["--mode", "bogus"][..],
+            "invalid mode = bogus: allowed is matched, nonoverlap, sliding",
+        ),
+    ] {
+        let out = report(extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(needle),
+            "{extra:?}: {stderr}"
+        );
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    }
+}
+
 #[test]
 fn readme_results_section_is_the_report_of_the_shipped_results() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -411,5 +456,125 @@ fn readme_results_section_is_the_report_of_the_shipped_results() {
         report.trim_end(),
         "README's results section differs from `posenc report --results data/results`: paste \
          that command's output between the markers"
+    );
+}
+
+/// `tests/golden/configs/NAME.json` (or its v5 form).
+fn config_file(name: &str, v5: bool) -> String {
+    let sub = if v5 { "v5/" } else { "" };
+    format!(
+        "{}/tests/golden/configs/{sub}{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// `posenc rope --config <file> --json` for a case of `rope_configs.json`.
+fn rope_config_json(case: &Value, v5: bool) -> Value {
+    let file = config_file(case["name"].as_str().unwrap(), v5);
+    let mut args = vec!["rope".to_string(), "--config".into(), file, "--json".into()];
+    if let Some(layer) = case["layer_type"].as_str() {
+        args.extend(["--layer-type".into(), layer.into()]);
+    }
+    if let Some(len) = case["seq_len"].as_u64() {
+        args.extend(["--seq-len".into(), len.to_string()]);
+    }
+    json_stdout(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn rope_config_reads_every_corpus_block_to_the_values_of_transformers() {
+    let golden = fixture("rope_configs.json");
+    for case in golden["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let out = rope_config_json(case, false);
+        let close = |ours: f64, reference: f64, what: &str| {
+            assert!(
+                (ours - reference).abs() <= 1e-5 * reference.abs(),
+                "{name} {what}: ours {ours}, transformers {reference}"
+            );
+        };
+        let ours = out["inv_freq"].as_array().unwrap();
+        let reference = case["inv_freq"].as_array().unwrap();
+        assert_eq!(ours.len(), reference.len(), "{name}");
+        for (a, b) in ours.iter().zip(reference) {
+            close(a.as_f64().unwrap(), b.as_f64().unwrap(), "inv_freq");
+        }
+        for key in ["attention_factor", "softmax_multiplier", "logit_multiplier"] {
+            close(out[key].as_f64().unwrap(), case[key].as_f64().unwrap(), key);
+        }
+        assert_eq!(out["rotary_dim"], case["rotary_dim"], "{name}");
+        // the v5 form, as transformers writes it, reads the same
+        let v5 = rope_config_json(case, true);
+        for key in [
+            "inv_freq",
+            "attention_factor",
+            "softmax_multiplier",
+            "logit_multiplier",
+            "layout",
+        ] {
+            assert_eq!(out[key], v5[key], "{name} {key}");
+        }
+    }
+}
+
+#[test]
+fn rope_config_prints_what_the_configuration_means() {
+    let out = posenc(&["rope", "--config", &config_file("deepseek-v3", false)]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "deepseek_v3, interleaved pairs",
+        "rotary_dim 64 (64 of the 192 channels of q.k)",
+        "original 4096, extended 163840",
+        "cos/sin scale   a = 1.000000",
+        "softmax scale   mu = 1.873854",
+        "boundary        wavelength L / beta_fast = 128.0",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    // one row per pair after the header
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.trim_start().starts_with(char::is_numeric))
+            .count(),
+        32
+    );
+}
+
+#[test]
+fn rope_config_errors_are_one_line_naming_the_key() {
+    let dir = support::temp_dir();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let unknown = write(
+        "unknown.json",
+        r#"{"model_type": "llama", "head_dim": 64, "max_position_embeddings": 4096,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024, "beta_fastt": 16}}"#,
+    );
+    fails_with_one_line(
+        &["rope", "--config", &unknown],
+        "unknown key `rope_scaling.beta_fastt`",
+    );
+    let top = write(
+        "top.json",
+        r#"{"head_dim": 64, "max_position_embeddings": 4096, "rope_thetta": 1e4}"#,
+    );
+    fails_with_one_line(&["rope", "--config", &top], "unknown key `rope_thetta`");
+    let disagree = write(
+        "disagree.json",
+        r#"{"model_type": "gpt_neox", "hidden_size": 768, "num_attention_heads": 12, "rotary_pct": 0.25, "partial_rotary_factor": 0.5}"#,
+    );
+    fails_with_one_line(&["rope", "--config", &disagree], "rotary_pct");
+    fails_with_one_line(
+        &["rope", "--config", "/nonexistent/config.json"],
+        "config.json",
+    );
+    let gemma = config_file("gemma-3-4b-it", false);
+    fails_with_one_line(
+        &["rope", "--config", &gemma, "--layer-type", "chunked"],
+        "sliding_attention",
     );
 }

@@ -15,7 +15,7 @@ The script rewrites these files in tests/golden/ (deterministically: running it
 twice with the same package versions produces byte-identical files):
 
     t5_buckets.json, deberta_buckets.json, alibi_slopes.json, rope.json,
-    xl_rel_shift.json
+    xl_rel_shift.json, rope_yarn_grid.json, rope_configs.json, configs/v5/*.json
 
 Floating-point values are float32 tensor elements converted with float(), so
 each JSON number is the exact decimal expansion (shortest repr of the double)
@@ -24,14 +24,17 @@ The Rust tests only read the JSON; they never run Python.
 """
 
 import copy
+import glob
+import importlib
 import json
+import math
 import os
 import platform
 import sys
 
 import torch
 import transformers
-from transformers import LlamaConfig
+from transformers import CONFIG_MAPPING, LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.deberta_v2.modeling_deberta_v2 import (
@@ -484,6 +487,182 @@ def xl_rel_shift_fixture():
     )
 
 
+# --------------------------------------------------------------------------
+# 6. YaRN over a grid of head dimensions and original lengths
+# --------------------------------------------------------------------------
+
+
+def rope_yarn_grid():
+    """YaRN with `truncate` true and false for head dimensions 32..256 and original lengths up
+    to 131072, through the same `rope_case` as rope.json."""
+    cases = []
+    for dim in [32, 64, 128, 256]:
+        for original in [2048, 4096, 32768, 131072]:
+            for base in [10000.0, 1000000.0]:
+                for truncate in [True, False]:
+                    params = {"factor": 4.0, "original_max_position_embeddings": original, "truncate": truncate}
+                    name = f"yarn_d{dim}_L{original}_b{int(base)}_{'trunc' if truncate else 'exact'}"
+                    cases.append(rope_case(name, "yarn", dim, base, 4 * original, params))
+    write_fixture(
+        "rope_yarn_grid.json",
+        {
+            "generator": GENERATOR,
+            "config": "as rope.json: LlamaConfig with head_dim=dim, max_position_embeddings=4*original, "
+            "rope_parameters={'rope_type': 'yarn', 'rope_theta': base, 'factor': 4.0, "
+            "'original_max_position_embeddings': original, 'truncate': truncate}",
+            "call": "ROPE_INIT_FUNCTIONS['yarn'](config, None, seq_len=None)",
+            "cases": cases,
+        },
+    )
+
+
+# --------------------------------------------------------------------------
+# 7. Real configuration blocks (tests/golden/configs/*.json)
+# --------------------------------------------------------------------------
+#
+# Each file holds the RoPE part of a published config.json (plus the keys that size the head),
+# written from the published configurations. Values not certain to the digit:
+#   - phi-3.5-mini-instruct.json: the 48 short_factor and 48 long_factor values are recalled, not
+#     copied; the real lists may differ in some digits (the reading and the golden values do not
+#     depend on them being the published ones).
+#   - gemma-3-4b-it.json: the published text_config leaves head_dim, num_attention_heads,
+#     query_pre_attn_scalar, rope_theta, rope_local_base_freq and max_position_embeddings at the
+#     class defaults; head_dim, num_attention_heads and query_pre_attn_scalar are written out here
+#     (with the defaults' values), the others are left to the defaults as published.
+#   - ministral-3-8b-instruct-2512.json: written from the Ministral 3 configuration as the
+#     transformers class Ministral3Config describes it (factor 16, mscale = mscale_all_dim = 1,
+#     original 16384, llama_4_scaling_beta 0.1); sizes (hidden 4096, 32 heads) may differ from the
+#     8B checkpoint's.
+#   - gpt-oss-20b.json, deepseek-v2-lite.json, deepseek-v3.json, llama-3.1-8b.json,
+#     qwen2.5-7b-instruct-yarn.json (Qwen's documented YaRN block added to the Qwen2.5-7B-Instruct
+#     config), pythia-160m.json, glm-4-9b-0414.json: as published, to our knowledge.
+
+CONFIG_DIR = os.path.join(OUT_DIR, "configs")
+
+# model type of the text model -> (modeling module, rotary embedding class, attention class)
+MODEL_CLASSES = {
+    "llama": ("llama", "LlamaRotaryEmbedding", "LlamaAttention"),
+    "qwen2": ("qwen2", "Qwen2RotaryEmbedding", "Qwen2Attention"),
+    "deepseek_v2": ("deepseek_v2", "DeepseekV2RotaryEmbedding", "DeepseekV2Attention"),
+    "deepseek_v3": ("deepseek_v3", "DeepseekV3RotaryEmbedding", "DeepseekV3Attention"),
+    "gpt_oss": ("gpt_oss", "GptOssRotaryEmbedding", "GptOssAttention"),
+    "phi3": ("phi3", "Phi3RotaryEmbedding", "Phi3Attention"),
+    "gemma3_text": ("gemma3", "Gemma3RotaryEmbedding", "Gemma3Attention"),
+    "gpt_neox": ("gpt_neox", "GPTNeoXRotaryEmbedding", "GPTNeoXAttention"),
+    "ministral3": ("ministral3", "Ministral3RotaryEmbedding", "Ministral3Attention"),
+    "glm4": ("glm4", "Glm4RotaryEmbedding", "Glm4Attention"),
+}
+
+# keys of a v4 block that transformers 5 moves into `rope_parameters`
+V4_ROPE_KEYS = {"rope_scaling", "rope_theta", "rotary_emb_base", "rotary_pct", "partial_rotary_factor", "rope_local_base_freq"}
+
+
+def load_config(block):
+    """The transformers config of a block: CONFIG_MAPPING[model_type](**rest), and its text config."""
+    block = copy.deepcopy(block)
+    config = CONFIG_MAPPING[block.pop("model_type")](**block)
+    return config.get_text_config()
+
+
+def qk_width(attention):
+    """The width of q . k in the attention module: DeepSeek's qk_head_dim, else the head size."""
+    for name in ("qk_head_dim", "head_dim", "head_size"):
+        if hasattr(attention, name):
+            return getattr(attention, name)
+    raise AssertionError(f"no head width on {type(attention).__name__}")
+
+
+def config_case(name, text, layer_type, seq_len):
+    module, rotary_name, attention_name = MODEL_CLASSES[text.model_type]
+    modeling = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
+    rotary = getattr(modeling, rotary_name)(text)
+    prefix = f"{layer_type}_" if layer_type else ""
+    inv_freq = getattr(rotary, f"{prefix}inv_freq")
+    attention_factor = getattr(rotary, f"{prefix}attention_scaling") if layer_type else rotary.attention_scaling
+    rope_type = (text.rope_parameters[layer_type] if layer_type else text.rope_parameters)["rope_type"]
+    if seq_len is not None:
+        # what the dynamic update computes for a forward pass over seq_len positions
+        fn = ROPE_INIT_FUNCTIONS[rope_type]
+        kwargs = {"layer_type": layer_type} if layer_type else {}
+        inv_freq, attention_factor = fn(text, None, seq_len=seq_len, **kwargs)
+    # the softmax scale of the attention module, built on the meta device (no weights)
+    layer_idx = text.layer_types.index(layer_type) if layer_type else 0
+    with torch.device("meta"):
+        attention = getattr(modeling, attention_name)(text, layer_idx)
+    width = qk_width(attention)
+    softmax_multiplier = attention.scaling * math.sqrt(width)
+    case = {
+        "name": name,
+        "layer_type": layer_type,
+        "seq_len": seq_len,
+        "rope_type": rope_type,
+        "rotary_dim": 2 * inv_freq.shape[0],
+        "qk_width": width,
+        "inv_freq": f32_list(inv_freq),
+        "attention_factor": float(attention_factor),
+        "softmax_multiplier": float(softmax_multiplier),
+        "logit_multiplier": float(attention_factor) ** 2 * float(softmax_multiplier),
+    }
+    if text.model_type == "ministral3":
+        positions = torch.tensor([[0, 1, 16383, 16384, 32767, 32768, 100000, 262143]])
+        scale = modeling.get_llama_4_attn_scale(
+            positions,
+            text.rope_parameters.get("llama_4_scaling_beta"),
+            text.rope_parameters.get("original_max_position_embeddings"),
+        )
+        case["temperature_positions"] = positions[0].tolist()
+        case["temperature"] = f32_list(scale.reshape(-1).to(torch.float32))
+    return case
+
+
+def v5_form(block):
+    """The block with its RoPE keys replaced by `rope_parameters` as transformers 5 standardizes them."""
+    if "text_config" in block:
+        return {**block, "text_config": v5_form(block["text_config"])}
+    text = load_config(block)
+    out = {k: v for k, v in block.items() if k not in V4_ROPE_KEYS and k != "rope_parameters"}
+    out["rope_parameters"] = copy.deepcopy(text.to_dict()["rope_parameters"])
+    return out
+
+
+def rope_configs():
+    os.makedirs(os.path.join(CONFIG_DIR, "v5"), exist_ok=True)
+    cases = []
+    for path in sorted(glob.glob(os.path.join(CONFIG_DIR, "*.json"))):
+        name = os.path.splitext(os.path.basename(path))[0]
+        with open(path, encoding="utf-8") as f:
+            block = json.load(f)
+        text = load_config(block)
+        params = text.rope_parameters
+        nested = [k for k in params if isinstance(params[k], dict)]
+        for layer_type in sorted(nested) or [None]:
+            p = params[layer_type] if layer_type else params
+            cases.append(config_case(name, text, layer_type, None))
+            if p["rope_type"] == "longrope":
+                # the long factors: any length beyond the original one
+                cases.append(config_case(name, text, layer_type, p["original_max_position_embeddings"] + 1))
+        v5 = v5_form(block)
+        v5_path = os.path.join(CONFIG_DIR, "v5", f"{name}.json")
+        with open(v5_path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(json.dumps(v5, indent=2) + "\n")
+        print(f"wrote {v5_path}")
+    write_fixture(
+        "rope_configs.json",
+        {
+            "generator": GENERATOR,
+            "reference": "for each configs/NAME.json: config = CONFIG_MAPPING[model_type](**rest).get_text_config(); "
+            "inv_freq and attention_factor from the model's RotaryEmbedding(config) (per layer type when "
+            "rope_parameters is nested), or ROPE_INIT_FUNCTIONS[rope_type](config, None, seq_len=seq_len) when "
+            "seq_len is given; softmax_multiplier = Attention(config, layer_idx).scaling * sqrt(q.k width) "
+            "(module built on the meta device); logit_multiplier = attention_factor^2 * softmax_multiplier; "
+            "temperature (Ministral 3): get_llama_4_attn_scale at temperature_positions",
+            "v5_forms": "configs/v5/NAME.json: the block with rope_scaling, rope_theta, rotary_emb_base, rotary_pct, "
+            "partial_rotary_factor and rope_local_base_freq replaced by config.to_dict()['rope_parameters']",
+            "cases": cases,
+        },
+    )
+
+
 def main():
     torch.use_deterministic_algorithms(True)
     print(f"generator: {GENERATOR}", file=sys.stderr)
@@ -492,6 +671,8 @@ def main():
     alibi_slopes()
     rope()
     xl_rel_shift_fixture()
+    rope_yarn_grid()
+    rope_configs()
 
 
 if __name__ == "__main__":

@@ -220,6 +220,52 @@ fn rope_frequencies_equal_hugging_face() {
 }
 
 #[test]
+fn yarn_truncated_and_exact_equal_hugging_face_over_a_grid() {
+    // head dims 32..256, original lengths 2048..131072, bases 1e4 and 1e6, truncate both ways
+    let golden = fixture("rope_yarn_grid.json");
+    let (mut checked, mut exact_cases, mut worst) = (0, 0, 0u64);
+    for case in golden["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let dim = case["dim"].as_u64().unwrap() as usize;
+        let base = case["base"].as_f64().unwrap();
+        let scaling = scaling_from_case(case);
+        if let RopeScaling::Yarn {
+            truncate: false, ..
+        } = scaling
+        {
+            exact_cases += 1;
+        }
+        let ours = RopeConfig::with_scaling(dim, base, scaling)
+            .unwrap()
+            .frequencies(None)
+            .unwrap();
+        for (i, (&a, b)) in ours
+            .inv_freq
+            .iter()
+            .zip(floats(&case["inv_freq"]))
+            .enumerate()
+        {
+            // f32 powers by two libraries: up to 2 ulps inside the ramp (1 elsewhere)
+            let ulps = (a.to_bits() as i64 - (b as f32).to_bits() as i64).unsigned_abs();
+            assert!(
+                ulps <= 2,
+                "{name} inv_freq[{i}]: ours {a:e}, reference {b:e}"
+            );
+            worst = worst.max(ulps);
+            checked += 1;
+        }
+        assert_close(
+            name,
+            ours.attention_factor as f64,
+            case["attention_factor"].as_f64().unwrap(),
+            1e-6,
+        );
+    }
+    assert_eq!((checked, exact_cases), (3840, 32));
+    println!("yarn grid: {checked} golden values, worst difference {worst} ulps");
+}
+
+#[test]
 fn xl_rel_shift_equals_the_reference_code() {
     let golden = fixture("xl_rel_shift.json");
     let mut checked = 0;

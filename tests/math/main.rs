@@ -5,4 +5,6 @@
 pub mod support;
 
 mod golden;
+mod rope_configs;
+mod rope_properties;
 mod schemes;

@@ -4,8 +4,12 @@
 
 use burn::tensor::Device;
 use posenc::lm::checkpoint::WeightDtype;
-use posenc::lm::eval::{evaluate, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind};
-use posenc::lm::model::{Kernels, LayerPositions, Lm, ModelConfig, Scheme};
+use posenc::lm::eval::{
+    evaluate, evaluate_windows, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind,
+};
+use posenc::lm::model::{
+    int_tensor, to_vec, Kernels, LayerPositions, Lm, ModelConfig, Ops, PositionContext, Scheme,
+};
 use posenc::lm::train::{load_model, train, CheckpointInfo, TrainConfig, TrainRun};
 
 use crate::support::model::{array2, corpus};
@@ -19,6 +23,7 @@ fn options(dir: &std::path::Path, lengths: Vec<usize>) -> EvalOptions {
         lengths,
         mode: Mode::Nonoverlap,
         max_bytes: Some(400),
+        segment_bytes: 64,
         split: "valid".into(),
         scaling: None,
         force_separate: false,
@@ -62,6 +67,89 @@ fn one_pass_equals_one_pass_per_length_for_static_schemes() {
             );
         }
     }
+}
+
+/// Matched mode scores the same target bytes at every length, in segments with the same
+/// starts at every length and for every model; each target's loss is the one a single window
+/// gives it, the window found here from the definition (the chunk of ceil(L/2) targets from
+/// T0 holding the target, the window ending at the chunk's end), run alone.
+#[test]
+fn matched_mode_scores_the_same_targets_at_every_length() {
+    let tmp = corpus();
+    let dir = tmp.path();
+    let device = Device::flex();
+    let text = std::fs::read(dir.join("test.txt")).unwrap();
+    let lengths = vec![6, 12, 24];
+    // targets from byte 24 in segments of 100: 600 bytes budget -> 5 segments, 24..524
+    let opts = EvalOptions {
+        mode: Mode::Matched,
+        max_bytes: Some(600),
+        segment_bytes: 100,
+        split: "test".into(),
+        ..options(dir, lengths.clone())
+    };
+    let mut starts_of_every_model = Vec::new();
+    for scheme in [Scheme::Alibi, Scheme::Rope, Scheme::Learned] {
+        let c = ModelConfig::tiny(scheme);
+        let lm = Lm::new(&c, 4, &device).unwrap();
+        let (rows, windows) = evaluate_windows(&lm, &info(&c), "base", &opts, &device).unwrap();
+        assert_eq!(rows.len(), 3);
+        for (r, &l) in rows.iter().zip(&lengths) {
+            assert_eq!(
+                (r.eval_len, r.mode, r.tokens_scored),
+                (l, Mode::Matched, 500)
+            );
+            let segments: Vec<_> = windows.iter().filter(|w| w.eval_len == l).collect();
+            let starts: Vec<usize> = segments.iter().map(|w| w.start).collect();
+            assert_eq!(starts, [24, 124, 224, 324, 424], "{scheme} L={l}");
+            assert!(segments.iter().all(|w| w.bytes == 100));
+            let mean = segments.iter().map(|w| w.nats_per_byte).sum::<f64>() / 5.0;
+            assert!((mean - r.nats_per_byte).abs() < 1e-9);
+            starts_of_every_model.push(starts);
+            // the oracle for the targets of segment 2 (224..324)
+            let h = l.div_ceil(2);
+            let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
+            let ops = Ops::new(Kernels::Fused, &device);
+            let mut total = 0.0;
+            for t in 224..324usize {
+                let c0 = 24 + (t - 24) / h * h;
+                let c1 = (c0 + h).min(524);
+                let s = c1 - 1 - l;
+                let x: Vec<i64> = text[s..s + l].iter().map(|&b| b as i64).collect();
+                let y: Vec<i64> = text[s + 1..s + l + 1].iter().map(|&b| b as i64).collect();
+                let nll = lm
+                    .nll(
+                        &c,
+                        &ctx,
+                        ops,
+                        int_tensor(x, [1, l], &device),
+                        int_tensor(y, [1, l], &device),
+                    )
+                    .unwrap();
+                // target t is position t - s - 1, with t - s bytes of context
+                assert!(t - s > l / 2 && t - s <= l);
+                total += f64::from(to_vec(nll)[t - s - 1]);
+            }
+            let oracle = total / 100.0;
+            assert!(
+                (oracle - segments[2].nats_per_byte).abs() < 1e-5,
+                "{scheme} L={l}: matched {} vs one window at a time {oracle}",
+                segments[2].nats_per_byte
+            );
+        }
+    }
+    assert!(starts_of_every_model.windows(2).all(|w| w[0] == w[1]));
+    // too short a budget for one segment after the longest length: the numbers are named
+    let short = EvalOptions {
+        max_bytes: Some(120),
+        ..opts
+    };
+    let c = ModelConfig::tiny(Scheme::Alibi);
+    let lm = Lm::new(&c, 4, &device).unwrap();
+    let e = evaluate(&lm, &info(&c), "base", &short, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at least 124 bytes"), "{e}");
 }
 
 #[test]

@@ -96,7 +96,7 @@ fn write_columns(out: &mut String, cols: &[(String, Vec<Value>)], scalars: &[(St
 
 /// An `f32` as the shortest decimal that reads back to the same `f32` (so `0.075`, not
 /// `0.07499999552965164`).
-fn f32_json(x: f32) -> Value {
+pub fn f32_json(x: f32) -> Value {
     x.to_string()
         .parse::<f64>()
         .map_or(Value::Null, |v| json!(v))

@@ -10,7 +10,7 @@ use posenc::encodings::rope::{RopeScaling, ScalingKind};
 use posenc::io::csv::csv_bytes;
 use posenc::io::{ensure_writable, write_atomic};
 use posenc::lm::checkpoint::WeightDtype;
-use posenc::lm::data::default_corpus_dir;
+use posenc::lm::data::{default_corpus_dir, read_split, TargetRegion};
 use posenc::lm::eval::{
     check_lengths, evaluate, memory_plan, write_csv, EvalOptions, InferenceScaling, Mode,
 };
@@ -279,13 +279,16 @@ pub struct EvalArgs {
     /// Window layout.
     #[arg(long, value_parser = named::<Mode>(), default_value_t = Mode::Nonoverlap)]
     mode: Mode,
-    /// Only the first N bytes of the split; 0 for all [default: the sweep's, 131072 for
-    /// nonoverlap and 32768 for sliding, so that the shipped results are reproduced].
+    /// Only the first N bytes of the split; 0 for all [default: the sweep's budget of the
+    /// mode: all of the split for matched and nonoverlap, 32768 for sliding].
     #[arg(long)]
     max_bytes: Option<usize>,
-    /// valid or test.
-    #[arg(long, default_value = "valid")]
-    split: String,
+    /// Bytes per target segment in matched mode [default: the sweep's, 1024].
+    #[arg(long)]
+    segment_bytes: Option<usize>,
+    /// valid or test [default: the sweep's, test].
+    #[arg(long)]
+    split: Option<String>,
     /// Write the mean loss at each position of the longest window to FILE (CSV).
     #[arg(long)]
     per_position: Option<PathBuf>,
@@ -313,6 +316,19 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
     for path in [&a.csv, &a.per_position].into_iter().flatten() {
         ensure_writable(path).map_err(err)?;
     }
+    let sweep_eval = SweepEval::default();
+    let split = a.split.clone().unwrap_or(sweep_eval.split.clone());
+    let max_bytes = match a.max_bytes {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => sweep_eval.budget(a.mode),
+    };
+    let segment_bytes = a.segment_bytes.unwrap_or(sweep_eval.segment_bytes);
+    if a.mode == Mode::Matched {
+        let text = read_split(&a.common.corpus(), &split).map_err(err)?;
+        let longest = a.lengths.iter().copied().max().unwrap_or(1);
+        TargetRegion::new(text.len(), longest, segment_bytes, max_bytes).map_err(err)?;
+    }
     let device = a.common.device()?;
     let (model, info) = load_model(&a.checkpoint, &device).map_err(err)?;
     let scaling = a.scaling.map(|kind| InferenceScaling {
@@ -322,13 +338,9 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
     let opts = EvalOptions {
         lengths: a.lengths.clone(),
         mode: a.mode,
-        max_bytes: match (a.max_bytes, a.mode) {
-            (Some(0), _) => None,
-            (Some(n), _) => Some(n),
-            (None, Mode::Nonoverlap) => SweepEval::default().max_bytes,
-            (None, Mode::Sliding) => SweepEval::default().sliding_max_bytes,
-        },
-        split: a.split.clone(),
+        max_bytes,
+        segment_bytes,
+        split,
         scaling,
         force_separate: a.separate,
         per_position: a.per_position.clone(),
@@ -364,7 +376,8 @@ pub struct SweepArgs {
     /// Print the effective configuration and stop.
     #[arg(long)]
     print_config: bool,
-    /// Print the items of the sweep (one per line, in order) and stop.
+    /// Print the items of the sweep that the other flags choose (one per line, in order) and
+    /// stop.
     #[arg(long, conflicts_with = "print_config")]
     list: bool,
     /// Run only these items (names as --list prints them; repeat or separate by commas).
@@ -392,11 +405,7 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     if a.print_config {
         return serde_json::to_string_pretty(&config).map_err(|e| e.to_string());
     }
-    if a.list {
-        config.validate().map_err(err)?;
-        let names: Vec<String> = config.items().iter().map(|i| i.name()).collect();
-        return Ok(names.join("\n"));
-    }
+    // every flag checked, with --list too: it prints what a run with them would run
     let selection = Selection {
         only: a.only.clone(),
         shard: a.shard,
@@ -407,6 +416,13 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
     if jobs == 0 {
         return Err("invalid --jobs = 0: allowed is >= 1".into());
+    }
+    if a.list {
+        config.validate().map_err(err)?;
+        let items = config.items();
+        let chosen = selection.choose(&items).map_err(err)?;
+        let names: Vec<String> = chosen.iter().map(|&i| items[i].name()).collect();
+        return Ok(names.join("\n"));
     }
     let rows = run_sweep(
         &config,

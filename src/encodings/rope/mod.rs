@@ -23,15 +23,27 @@
 //! permutation [`interleaved_to_half`]. Context extension ([`RopeScaling`]) changes only
 //! the frequencies (and for YaRN an attention factor multiplying cos and sin).
 //!
-//! Derived step by step, checked and plotted in `notebooks/07_rope.ipynb`.
+//! Derived step by step, checked and plotted in `notebooks/07_rope.ipynb`; RoPE as real
+//! models configure it (a model's `config.json` read into these types, [`ModelRope`]), and
+//! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`.
 
+mod engine;
+mod extend;
+mod longrope;
+mod model;
+mod precision;
 mod scaling;
 
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
 use super::{ensure_queries_fit, query_position, PositionScheme};
-use crate::error::{ensure, ensure_shape, Result};
+use crate::error::{ensure, ensure_even, ensure_shape, Result};
+pub use engine::{query_weights, stale_cache_error, Misreading};
+pub use extend::{self_extend_distance, SelfExtend};
+pub use longrope::LongRope;
+pub use model::{LayerRope, LayerScaling, ModelRope, RopeSummary};
+pub use precision::{phase_error, wrapped_difference, AnglePrecision};
 pub use scaling::{
     yarn_correction_dim, yarn_correction_range, yarn_mscale, RopeFrequencies, RopeScaling,
     ScalingKind, LLAMA3_HIGH_FREQ_FACTOR, LLAMA3_LOW_FREQ_FACTOR, MAX_DIM, YARN_BETA_FAST,
@@ -163,7 +175,7 @@ pub fn rope_half(x: ArrayView2<f32>, cos: &Array2<f32>, sin: &Array2<f32>) -> Re
 /// # Errors
 /// When `dim` is odd or zero.
 pub fn interleaved_to_half(dim: usize) -> Result<Vec<usize>> {
-    ensure(dim >= 2 && dim % 2 == 0, "dim", dim, "an even number >= 2")?;
+    ensure_even("dim", dim)?;
     Ok((0..dim).step_by(2).chain((1..dim).step_by(2)).collect())
 }
 
@@ -184,6 +196,30 @@ pub fn apply_rope(
         RopeLayout::Interleaved => rope_interleaved(x, &cos, &sin),
         RopeLayout::Half => rope_half(x, &cos, &sin),
     }
+}
+
+/// RoPE on the first `2 * inv_freq.len()` channels of rows at `positions` (partial rotary:
+/// GPT-NeoX's `rotary_pct`, `partial_rotary_factor`), the others copied unchanged, `[L, d]`.
+///
+/// # Errors
+/// When the rows are narrower than the rotary dimension or the lengths differ.
+pub fn apply_rope_partial(
+    x: ArrayView2<f32>,
+    positions: &[f64],
+    freqs: &RopeFrequencies,
+    layout: RopeLayout,
+) -> Result<Array2<f32>> {
+    let rotary = 2 * freqs.inv_freq.len();
+    ensure(
+        rotary <= x.ncols(),
+        "rotary dimension",
+        rotary,
+        &format!("at most the width {}", x.ncols()),
+    )?;
+    let mut y = x.to_owned();
+    let rotated = apply_rope(x.slice(ndarray::s![.., ..rotary]), positions, freqs, layout)?;
+    y.slice_mut(ndarray::s![.., ..rotary]).assign(&rotated);
+    Ok(y)
 }
 
 /// RoPE as an attention scheme: $q'_i = f(q_i, L_k - L_q + i)$, $k'_j = f(k_j, j)$. Dynamic

@@ -227,6 +227,27 @@ impl RopeScaling {
         matches!(self, RopeScaling::Dynamic { .. })
     }
 
+    /// The factor multiplying cos and sin, in `f64`: YaRN's explicit `attention_factor`, or
+    /// $m(s, \mathtt{mscale}) / m(s, \mathtt{mscale\_all\_dim})$ when both are non-zero,
+    /// else $m(s, 1) = 0.1 \ln s + 1$ ([`yarn_mscale`]); 1 for every other scaling.
+    pub fn attention_factor(&self) -> f64 {
+        match *self {
+            RopeScaling::Yarn {
+                factor,
+                mscale,
+                mscale_all_dim,
+                attention_factor,
+                ..
+            } => attention_factor.unwrap_or_else(|| match (mscale, mscale_all_dim) {
+                (Some(m), Some(m_all)) if m != 0.0 && m_all != 0.0 => {
+                    yarn_mscale(factor, m) / yarn_mscale(factor, m_all)
+                }
+                _ => yarn_mscale(factor, 1.0),
+            }),
+            _ => 1.0,
+        }
+    }
+
     /// Checks every parameter.
     ///
     /// # Errors
@@ -396,18 +417,10 @@ pub(crate) fn scaled_frequencies(
             original_max,
             beta_fast,
             beta_slow,
-            mscale,
-            mscale_all_dim,
-            attention_factor,
             truncate,
+            ..
         } => {
-            let attention_factor =
-                attention_factor.unwrap_or_else(|| match (mscale, mscale_all_dim) {
-                    (Some(m), Some(m_all)) if m != 0.0 && m_all != 0.0 => {
-                        yarn_mscale(factor, m) / yarn_mscale(factor, m_all)
-                    }
-                    _ => yarn_mscale(factor, 1.0),
-                });
+            let attention_factor = scaling.attention_factor();
             let (low, high) =
                 yarn_correction_range(beta_fast, beta_slow, dim, base, original_max, truncate);
             let high = if low == high { high + 0.001 } else { high };
@@ -472,7 +485,7 @@ pub(crate) fn scaled_frequencies(
 }
 
 pub(crate) fn check_dim_and_base(dim: usize, base: f64) -> Result<()> {
-    if !(2..=MAX_DIM).contains(&dim) || dim % 2 != 0 {
+    if !(2..=MAX_DIM).contains(&dim) || !dim.is_multiple_of(2) {
         return Err(invalid(
             "dim",
             dim,

@@ -11,33 +11,56 @@ use crate::encodings::rope::ScalingKind;
 use crate::error::{ensure, invalid, Result};
 use crate::io::read_json;
 
-/// How windows are laid out.
+/// The largest target segment of matched evaluation, in bytes.
+pub const MAX_SEGMENT_BYTES: usize = 1 << 20;
+
+/// How windows are laid out and which bytes they score (`crate::lm::eval` has the details).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// Windows of the longest length, prefixes of length $L$ scored.
+    /// The primary metric: the same target bytes at every length, each scored once with
+    /// between $\lfloor L/2 \rfloor + 1$ and $L$ bytes of context (windows of length $L$ at
+    /// stride $\lceil L/2 \rceil$, their last $\lceil L/2 \rceil$ positions scored), in
+    /// segments that pair across lengths, models and seeds.
+    Matched,
+    /// Windows of the longest length, prefixes of length $L$ scored: a secondary view, in
+    /// which the context-free first positions weigh more at short lengths.
     Nonoverlap,
-    /// Windows of length $L$ at stride $L/2$.
+    /// Windows of length $L$ at stride $L/2$ from the split's start.
     Sliding,
 }
 
 impl Mode {
-    /// Both modes.
-    pub const ALL: [Mode; 2] = [Mode::Nonoverlap, Mode::Sliding];
+    /// Every mode.
+    pub const ALL: [Mode; 3] = [Mode::Matched, Mode::Nonoverlap, Mode::Sliding];
 
     /// One line on the mode, for help texts.
     pub fn summary(&self) -> &'static str {
         match self {
+            Mode::Matched => {
+                "The same target bytes at every length, each with L/2 to L bytes of context"
+            }
             Mode::Nonoverlap => "Windows of the longest length, prefixes of length L scored",
             Mode::Sliding => "Windows of length L at stride L/2",
         }
     }
 
-    /// `nonoverlap` or `sliding`.
+    /// `matched`, `nonoverlap` or `sliding`.
     pub fn name(&self) -> &'static str {
         match self {
+            Mode::Matched => "matched",
             Mode::Nonoverlap => "nonoverlap",
             Mode::Sliding => "sliding",
+        }
+    }
+
+    /// Whether the windows of two lengths score the same bytes, so that they pair across
+    /// lengths (by seed and start): `matched` (the same target segments) and `nonoverlap` (the
+    /// same window starts, prefixes of different lengths), not `sliding`.
+    pub fn pairs_across_lengths(&self) -> bool {
+        match self {
+            Mode::Matched | Mode::Nonoverlap => true,
+            Mode::Sliding => false,
         }
     }
 }
@@ -61,21 +84,28 @@ pub fn check_lengths(lengths: &[usize]) -> Result<()> {
     Ok(())
 }
 
-/// Evaluation settings of the sweep.
+/// Evaluation settings of the sweep. The table is scored on the test split; the validation
+/// split keeps the training curves, the plateau check and any selection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepEval {
     /// Lengths; default 128, 256, 512, 1024, 2048.
     pub lengths: Vec<usize>,
-    /// Only the first bytes of the split in non-overlapping mode; default 131072 (63 windows
-    /// of 2048 + 1 bytes).
+    /// Only the first bytes of the split in non-overlapping mode; default null (the whole
+    /// split).
     pub max_bytes: Option<usize>,
     /// Only the first bytes of the split in sliding mode; default 32768. Sliding windows score
     /// every byte of the budget at every length, at about twice the cost per byte.
     pub sliding_max_bytes: Option<usize>,
-    /// Split; default `valid`.
+    /// Only the first bytes of the split in matched mode; default null (the whole split).
+    pub matched_max_bytes: Option<usize>,
+    /// Bytes of one target segment in matched mode, the unit that pairs across lengths,
+    /// models and seeds and that the text bootstrap resamples; default 1024.
+    pub segment_bytes: usize,
+    /// Split; default `test`.
     pub split: String,
-    /// Window layouts, each evaluated; default nonoverlap and sliding.
+    /// Window layouts, each evaluated; default matched (the primary metric) and nonoverlap
+    /// (the prefix view).
     pub modes: Vec<Mode>,
 }
 
@@ -83,10 +113,24 @@ impl Default for SweepEval {
     fn default() -> Self {
         Self {
             lengths: vec![128, 256, 512, 1024, 2048],
-            max_bytes: Some(131_072),
+            max_bytes: None,
             sliding_max_bytes: Some(32_768),
-            split: "valid".into(),
-            modes: vec![Mode::Nonoverlap, Mode::Sliding],
+            matched_max_bytes: None,
+            segment_bytes: 1024,
+            split: "test".into(),
+            modes: vec![Mode::Matched, Mode::Nonoverlap],
+        }
+    }
+}
+
+impl SweepEval {
+    /// The byte budget of `mode`: [`SweepEval::matched_max_bytes`],
+    /// [`SweepEval::max_bytes`] or [`SweepEval::sliding_max_bytes`].
+    pub fn budget(&self, mode: Mode) -> Option<usize> {
+        match mode {
+            Mode::Matched => self.matched_max_bytes,
+            Mode::Nonoverlap => self.max_bytes,
+            Mode::Sliding => self.sliding_max_bytes,
         }
     }
 }
@@ -124,7 +168,8 @@ impl Default for SweepFinetune {
 
 /// The sweep's configuration (`posenc sweep --config FILE`, JSON; missing fields take the
 /// defaults, which are the shipped results' settings except for the folders, under
-/// `target/sweep/`; unknown keys are an error).
+/// `target/sweep/`, and the evaluation, whose default (matched and prefix windows on the test
+/// split) is newer than the shipped results; unknown keys are an error).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepConfig {
@@ -248,7 +293,13 @@ impl SweepConfig {
             !e.modes.is_empty(),
             "eval.modes",
             "[]",
-            "nonoverlap, sliding or both",
+            "one or more of matched, nonoverlap and sliding",
+        )?;
+        ensure(
+            (1..=MAX_SEGMENT_BYTES).contains(&e.segment_bytes),
+            "eval.segment_bytes",
+            e.segment_bytes,
+            &format!("1 to {MAX_SEGMENT_BYTES}"),
         )?;
         ensure(
             ["valid", "test"].contains(&e.split.as_str()),
@@ -260,6 +311,7 @@ impl SweepConfig {
         for (name, budget) in [
             ("eval.max_bytes", e.max_bytes),
             ("eval.sliding_max_bytes", e.sliding_max_bytes),
+            ("eval.matched_max_bytes", e.matched_max_bytes),
         ] {
             if let Some(b) = budget {
                 ensure(
@@ -311,5 +363,35 @@ impl SweepConfig {
             return Err(invalid("schemes", "[]", "at least one scheme or fine-tune"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mode_has_its_budget_and_pairing() {
+        let e = SweepEval {
+            max_bytes: Some(1),
+            sliding_max_bytes: Some(2),
+            matched_max_bytes: Some(3),
+            ..SweepEval::default()
+        };
+        assert_eq!(Mode::ALL.map(|m| e.budget(m)), [Some(3), Some(1), Some(2)]);
+        assert_eq!(
+            Mode::ALL.map(|m| m.pairs_across_lengths()),
+            [true, true, false]
+        );
+        // the default: matched and nonoverlap on the whole test split
+        let d = SweepEval::default();
+        assert_eq!(
+            (d.split.as_str(), d.modes.as_slice()),
+            ("test", &[Mode::Matched, Mode::Nonoverlap][..])
+        );
+        assert_eq!(
+            (d.budget(Mode::Matched), d.budget(Mode::Nonoverlap)),
+            (None, None)
+        );
     }
 }

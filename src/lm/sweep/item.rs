@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use burn::tensor::Device;
 
+use super::locks::SweepLocks;
 use super::plan::Item;
 use super::reuse::{ensure_trained, reusable_rows, why_not_reusable, TrainedFrom};
 use super::store::{curve_rows, write_item, ItemOutput, ItemRecord, SweepTiming};
@@ -41,10 +42,8 @@ impl SweepEval {
             let opts = EvalOptions {
                 lengths: self.lengths.clone(),
                 mode,
-                max_bytes: match mode {
-                    Mode::Nonoverlap => self.max_bytes,
-                    Mode::Sliding => self.sliding_max_bytes,
-                },
+                max_bytes: self.budget(mode),
+                segment_bytes: self.segment_bytes,
                 split: self.split.clone(),
                 scaling,
                 force_separate: false,
@@ -61,9 +60,48 @@ impl SweepEval {
     }
 }
 
+impl SweepConfig {
+    /// The sweep's model with `scheme`.
+    fn scheme_model(&self, scheme: Scheme) -> ModelConfig {
+        ModelConfig {
+            scheme,
+            ..self.model.clone()
+        }
+    }
+
+    /// The sweep's training with `seed`.
+    fn seed_train(&self, seed: u64) -> TrainConfig {
+        TrainConfig {
+            seed,
+            ..self.train.clone()
+        }
+    }
+}
+
+/// Whether the RoPE checkpoint of `seed` is there and trained as this sweep would train it
+/// (from the text of `corpus_digest`): then the items that need it use it, whatever `reuse`
+/// says (it is this run's, or an earlier run's of the same everything), else they train it.
+pub(super) fn rope_usable(config: &SweepConfig, seed: u64, corpus_digest: &str) -> bool {
+    let dir = config.rope_dir(seed);
+    let from = TrainedFrom {
+        corpus_digest,
+        init: None,
+    };
+    read_info(&dir).ok().is_some_and(|info| {
+        let model = config.scheme_model(Scheme::Rope);
+        let train = config.seed_train(seed);
+        matches!(
+            why_not_reusable(config, &dir, &info, &model, &train, from),
+            Ok(None)
+        )
+    })
+}
+
 /// Trains (if needed) and evaluates one item, writes its files and returns its rows; an item
 /// whose record names the same weights and evaluation is not evaluated again (its rows are
-/// read back).
+/// read back). `locks` are the run's ([`SweepLocks`]): a checkpoint is trained only into a
+/// folder it holds for writing.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_item(
     config: &SweepConfig,
     item: Item,
@@ -71,61 +109,21 @@ pub(super) fn run_item(
     corpus_digest: &str,
     device: &Device,
     progress: bool,
+    locks: &SweepLocks,
 ) -> Result<Vec<ResultRow>> {
     let seed = item.seed();
-    let rope_dir = config.checkpoint_dir(Scheme::Rope.name(), seed);
-    let train_seed = TrainConfig {
-        seed,
-        ..config.train.clone()
-    };
-    let rope_model = ModelConfig {
-        scheme: Scheme::Rope,
-        ..config.model.clone()
-    };
-    if item.needs_rope() {
-        // normally there from the item before (used whatever `reuse` says: it is this run's);
-        // trained here when this item runs alone
-        let rope_from = TrainedFrom {
-            corpus_digest,
-            init: None,
-        };
-        let usable = read_info(&rope_dir).ok().is_some_and(|info| {
-            matches!(
-                why_not_reusable(
-                    config,
-                    &rope_dir,
-                    &info,
-                    &rope_model,
-                    &train_seed,
-                    rope_from
-                ),
-                Ok(None)
-            )
-        });
-        if !usable {
+    let rope_dir = config.rope_dir(seed);
+    let train_seed = config.seed_train(seed);
+    // normally there from the item before; trained here when this item runs without it, by
+    // the first of this run's workers that needs it (the others wait, then find it done)
+    if item.needs_rope() && !rope_usable(config, seed, corpus_digest) {
+        let writer = locks.writer(&rope_dir)?;
+        if !rope_usable(config, seed, corpus_digest) {
             ensure_trained(
                 config,
-                &rope_model,
+                &config.scheme_model(Scheme::Rope),
                 &train_seed,
                 &rope_dir,
-                rope_from,
-                corpus,
-                device,
-                progress,
-            )
-            .map_err(|e| e.context(format!("training rope (seed {seed})")))?;
-        }
-    }
-    let (dir, train_seconds) = match item {
-        Item::Base(scheme, _) => {
-            let mut model = config.model.clone();
-            model.scheme = scheme;
-            let dir = config.checkpoint_dir(scheme.name(), seed);
-            let t = ensure_trained(
-                config,
-                &model,
-                &train_seed,
-                &dir,
                 TrainedFrom {
                     corpus_digest,
                     init: None,
@@ -133,34 +131,47 @@ pub(super) fn run_item(
                 corpus,
                 device,
                 progress,
+                writer.folder,
             )
-            .map_err(|e| e.context(format!("training {scheme} (seed {seed})")))?;
-            (dir, t)
+            .map_err(|e| e.context(format!("training rope (seed {seed})")))?;
         }
-        Item::Inference(..) => (rope_dir, 0.0),
-        Item::Finetune(kind, _) => {
-            let model = config.finetune_model(kind);
-            let train_cfg = TrainConfig {
+    }
+    let dir = config.item_dir(&item);
+    let train_seconds = match item {
+        Item::Base(scheme, _) => ensure_trained(
+            config,
+            &config.scheme_model(scheme),
+            &train_seed,
+            &dir,
+            TrainedFrom {
+                corpus_digest,
+                init: None,
+            },
+            corpus,
+            device,
+            progress,
+            locks.writer(&dir)?.folder,
+        )
+        .map_err(|e| e.context(format!("training {scheme} (seed {seed})")))?,
+        Item::Finetune(kind, _) => ensure_trained(
+            config,
+            &config.finetune_model(kind),
+            &TrainConfig {
                 seed,
                 ..config.finetune_train()
-            };
-            let dir = config.checkpoint_dir(&format!("rope-ft-{}", kind.name()), seed);
-            let t = ensure_trained(
-                config,
-                &model,
-                &train_cfg,
-                &dir,
-                TrainedFrom {
-                    corpus_digest,
-                    init: Some(&rope_dir),
-                },
-                corpus,
-                device,
-                progress,
-            )
-            .map_err(|e| e.context(format!("fine-tuning {}", item.name())))?;
-            (dir, t)
-        }
+            },
+            &dir,
+            TrainedFrom {
+                corpus_digest,
+                init: Some(&rope_dir),
+            },
+            corpus,
+            device,
+            progress,
+            locks.writer(&dir)?.folder,
+        )
+        .map_err(|e| e.context(format!("fine-tuning {}", item.name())))?,
+        Item::Inference(..) => 0.0,
     };
     let weights_digest = file_digest(&dir.join(WEIGHTS_FILE))?;
     if let Some(rows) = reusable_rows(config, &item, &weights_digest, train_seconds > 0.0)? {

@@ -11,18 +11,23 @@
 //! `target/sweep/`: the sweep writes under `data/` only when its configuration says so
 //! (`data/configs/sweep.json`, the shipped results).
 //!
+//! A run locks everything it writes before its first item (`locks.rs`): a second run that
+//! would write the same checkpoints or items is refused at once, and shards (disjoint items)
+//! run side by side into one folder, their merges of the tables one at a time.
+//!
 //! The plan (items, `--only`, `--shard`) is in `plan.rs`, where each item writes in
 //! `store.rs`, the reuse policy in `reuse.rs`, one item's training and evaluation in
-//! `item.rs`, the worker threads in `queue.rs`; this module checks everything and runs them.
+//! `item.rs`, the locks in `locks.rs`, the worker threads in `queue.rs`; this module checks
+//! everything and runs them.
 
 mod item;
+mod locks;
 mod plan;
 mod queue;
 mod reuse;
 mod store;
 
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use burn::tensor::Device;
@@ -30,12 +35,13 @@ use burn::tensor::Device;
 use crate::error::{invalid, Result};
 use crate::io::{digest, ensure_dir_writable, ensure_writable};
 pub use crate::lm::config::{SweepConfig, SweepEval, SweepFinetune};
-use crate::lm::data::{read_split, window_starts};
+use crate::lm::data::{read_split, window_starts, TargetRegion};
 use crate::lm::eval::{Mode, ResultRow};
 use crate::lm::model::Scheme;
 use crate::lm::train::log_line;
 pub use crate::results::CurveRow;
 use item::{print_rows, run_item};
+use locks::SweepLocks;
 pub use plan::{Item, Selection};
 use queue::run_queue;
 use store::merge_outputs;
@@ -49,7 +55,9 @@ pub use store::SweepTiming;
 /// on several machines merge by copying their files into one folder. Returns the combined rows.
 ///
 /// # Errors
-/// The first training or evaluation error, with the item.
+/// Before any work: a bad configuration or selection, an output that cannot be written, a
+/// checkpoint or item that another process writes ([`crate::Error::Conflict`]). Then the first
+/// training or evaluation error, with the item.
 pub fn sweep(
     config: &SweepConfig,
     selection: &Selection,
@@ -64,20 +72,29 @@ pub fn sweep(
     let chosen = selection.choose(&items)?;
     check_outputs_and_lengths(config, corpus)?;
     let corpus_digest = digest(&read_split(corpus, "train")?);
+    // held to the end: another run that would write what this one writes is refused here
+    let locks = SweepLocks::take(config, &items, &chosen, &corpus_digest)?;
     let began = Instant::now();
     let jobs = jobs.clamp(1, chosen.len().max(1));
     let progress = progress && jobs == 1;
-    // the merging of the item files into the combined outputs, one worker at a time
-    let merging = Mutex::new(());
     run_queue(
         &items,
         &chosen,
         &config.seeds,
         jobs,
-        |item| run_item(config, item, corpus, &corpus_digest, device, progress),
+        |item| {
+            run_item(
+                config,
+                item,
+                corpus,
+                &corpus_digest,
+                device,
+                progress,
+                &locks,
+            )
+        },
         |item, rows| {
             print_rows(&item.name(), &rows);
-            let _merging = merging.lock().unwrap_or_else(PoisonError::into_inner);
             merge_outputs(config, &items).map(|_| ())
         },
     )?;
@@ -104,14 +121,15 @@ fn check_outputs_and_lengths(config: &SweepConfig, corpus: &Path) -> Result<()> 
     for dir in ["items", "windows", "curves", "per_position"] {
         ensure_dir_writable(&config.results_dir().join(dir))?;
     }
-    let eval_text = read_split(corpus, &config.eval.split)?;
-    let longest = config.eval.lengths.iter().copied().max().unwrap_or(1);
-    for &mode in &config.eval.modes {
-        let budget = match mode {
-            Mode::Nonoverlap => config.eval.max_bytes,
-            Mode::Sliding => config.eval.sliding_max_bytes,
-        };
-        if window_starts(eval_text.len(), longest, longest, budget).is_empty() {
+    let eval = &config.eval;
+    let eval_text = read_split(corpus, &eval.split)?;
+    let longest = eval.lengths.iter().copied().max().unwrap_or(1);
+    for &mode in &eval.modes {
+        let budget = eval.budget(mode);
+        if mode == Mode::Matched {
+            TargetRegion::new(eval_text.len(), longest, eval.segment_bytes, budget)
+                .map_err(|e| e.context(format!("eval on the {} split", eval.split)))?;
+        } else if window_starts(eval_text.len(), longest, longest, budget).is_empty() {
             return Err(invalid(
                 "eval.lengths",
                 longest,
@@ -120,7 +138,7 @@ fn check_outputs_and_lengths(config: &SweepConfig, corpus: &Path) -> Result<()> 
                     budget
                         .map_or(eval_text.len(), |b| b.min(eval_text.len()))
                         .saturating_sub(1),
-                    config.eval.split,
+                    eval.split,
                     eval_text.len()
                 ),
             ));
@@ -144,14 +162,25 @@ mod tests {
         let shipped = SweepConfig::read(&path).unwrap();
         assert_eq!(shipped.checkpoints, Path::new("data/checkpoints"));
         assert_eq!(shipped.results, Path::new("data/results/ppl_vs_length.csv"));
+        // Its evaluation is the one of the shipped results (data/results/sweep.json), which
+        // predate the matched mode on the test split: the default until the sweep of record
+        // is run again with the default evaluation.
+        let recorded: serde_json::Value = crate::io::read_json(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("data/results/sweep.json"),
+        )
+        .unwrap();
+        let recorded: SweepEval =
+            serde_json::from_value(recorded["config"]["eval"].clone()).unwrap();
+        assert_eq!(shipped.eval, recorded);
         assert_eq!(
             SweepConfig {
                 checkpoints: c.checkpoints.clone(),
                 results: c.results.clone(),
+                eval: c.eval.clone(),
                 ..shipped
             },
             c,
-            "data/configs/sweep.json is the default apart from its folders"
+            "data/configs/sweep.json is the default apart from its folders and evaluation"
         );
     }
 
@@ -176,6 +205,9 @@ mod tests {
         assert!(bad(r#"{"train": {"batch": 0}}"#).contains("invalid batch = 0"));
         assert!(bad(r#"{"train": {"lr": -1}}"#).contains("invalid lr = -1"));
         assert!(bad(r#"{"eval": {"max_bytes": 100}}"#).contains("max_bytes"));
+        assert!(bad(r#"{"eval": {"matched_max_bytes": 100}}"#).contains("matched_max_bytes"));
+        assert!(bad(r#"{"eval": {"segment_bytes": 0}}"#).contains("invalid eval.segment_bytes = 0"));
+        assert!(bad(r#"{"eval": {"modes": []}}"#).contains("matched, nonoverlap and sliding"));
         assert!(bad(r#"{"finetune": {"factor": 1000}}"#).contains("finetune.factor"));
     }
 }

@@ -62,11 +62,11 @@ pub struct Selection {
 }
 
 impl Selection {
-    /// The chosen items' indices in `items`.
+    /// The chosen items' indices in `items` (of [`SweepConfig::items`]), in order.
     ///
     /// # Errors
     /// A name that is not an item, or a shard `i/n` with `n = 0` or `i >= n`.
-    pub(super) fn choose(&self, items: &[Item]) -> Result<Vec<usize>> {
+    pub fn choose(&self, items: &[Item]) -> Result<Vec<usize>> {
         let names: Vec<String> = items.iter().map(Item::name).collect();
         for want in &self.only {
             if !names.contains(want) {

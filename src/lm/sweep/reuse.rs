@@ -13,12 +13,12 @@ use super::plan::Item;
 use super::store::read_record;
 use crate::error::Result;
 use crate::io::csv::read_csv;
-use crate::io::file_digest;
+use crate::io::{file_digest, FolderLock};
 use crate::lm::checkpoint::WEIGHTS_FILE;
 use crate::lm::config::SweepConfig;
 use crate::lm::eval::ResultRow;
 use crate::lm::model::{Kernels, ModelConfig};
-use crate::lm::train::{log_line, read_info, train, CheckpointInfo, TrainConfig, TrainRun};
+use crate::lm::train::{log_line, read_info, train_holding, CheckpointInfo, TrainConfig, TrainRun};
 
 /// The rows an earlier run recorded for `item`, when they stand for an evaluation now: reuse
 /// is on, the record names these very weights (`weights_digest`, not just trained: `trained`
@@ -114,8 +114,9 @@ pub(super) fn why_not_reusable(
     Ok(None)
 }
 
-/// Trains into `dir` unless a finished checkpoint trained from the same everything is there
-/// ([`why_not_reusable`]); returns the training seconds (0 when reused).
+/// Trains into `dir`, whose exclusive `lock` the caller holds, unless a finished checkpoint
+/// trained from the same everything is there ([`why_not_reusable`]); returns the training
+/// seconds (0 when reused).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn ensure_trained(
     config: &SweepConfig,
@@ -126,6 +127,7 @@ pub(super) fn ensure_trained(
     corpus: &Path,
     device: &Device,
     progress: bool,
+    lock: &FolderLock,
 ) -> Result<f64> {
     if config.reuse {
         if let Ok(info) = read_info(dir) {
@@ -139,23 +141,26 @@ pub(super) fn ensure_trained(
         }
     }
     let t = Instant::now();
-    let (info, _) = train(&TrainRun {
-        model: model.clone(),
-        train: train_cfg.clone(),
-        out: dir.to_path_buf(),
-        resume: false,
-        // the configuration names this folder: its checkpoint is the sweep's to replace
-        overwrite: true,
-        init: from.init.map(Path::to_path_buf),
-        stop_after: None,
-        save_every: 0,
-        log_every: (train_cfg.steps / 6).max(1),
-        progress,
-        dtype: config.dtype,
-        corpus: corpus.to_path_buf(),
-        device: device.clone(),
-        kernels: Kernels::default(),
-    })?;
+    let (info, _) = train_holding(
+        &TrainRun {
+            model: model.clone(),
+            train: train_cfg.clone(),
+            out: dir.to_path_buf(),
+            resume: false,
+            // the configuration names this folder: its checkpoint is the sweep's to replace
+            overwrite: true,
+            init: from.init.map(Path::to_path_buf),
+            stop_after: None,
+            save_every: 0,
+            log_every: (train_cfg.steps / 6).max(1),
+            progress,
+            dtype: config.dtype,
+            corpus: corpus.to_path_buf(),
+            device: device.clone(),
+            kernels: Kernels::default(),
+        },
+        Some(lock),
+    )?;
     log_line(&format!(
         "  {}: trained {} steps in {:.0} s, final train loss {:.3} nats/byte",
         dir.display(),

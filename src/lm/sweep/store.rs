@@ -1,8 +1,8 @@
 //! Where a sweep writes: the checkpoint folder of each model, and beside the results CSV one
 //! set of files per finished item (`items/NAME.csv` and its record `items/NAME.json`,
 //! `windows/NAME.csv`, `curves/NAME.csv`, `per_position/`). The results CSV, `curves.csv` and
-//! `sweep.json` are rebuilt from the item files present ([`merge_outputs`]), so a resumed or
-//! sharded sweep merges by copying item files into one folder.
+//! `sweep.json` are rebuilt from the item files present ([`merge_outputs`], one merge at a
+//! time), so a resumed or sharded sweep merges by copying item files into one folder.
 
 use std::path::{Path, PathBuf};
 
@@ -11,10 +11,11 @@ use serde::{Deserialize, Serialize};
 use super::plan::Item;
 use crate::error::Result;
 use crate::io::csv::{csv_bytes, read_csv};
-use crate::io::{read_json, write_atomic, write_json};
+use crate::io::{read_json, write_atomic, write_json, FolderLock};
 use crate::lm::checkpoint::read_state;
 use crate::lm::config::{SweepConfig, SweepEval};
 use crate::lm::eval::{write_csv, ResultRow, WindowRow};
+use crate::lm::model::Scheme;
 use crate::lm::train::CheckpointInfo;
 use crate::results::CurveRow;
 
@@ -38,6 +39,24 @@ impl SweepConfig {
             self.checkpoints.join(name)
         } else {
             self.seed_checkpoints.join(format!("{name}-seed{seed}"))
+        }
+    }
+
+    /// The RoPE checkpoint of `seed`, which its scalings at inference evaluate and its
+    /// fine-tunes start from.
+    pub(super) fn rope_dir(&self, seed: u64) -> PathBuf {
+        self.checkpoint_dir(Scheme::Rope.name(), seed)
+    }
+
+    /// The checkpoint folder `item` evaluates: the one it trains (its scheme's, `rope-ft-KIND`
+    /// for a fine-tune), or for a scaling at inference its seed's RoPE checkpoint.
+    pub(super) fn item_dir(&self, item: &Item) -> PathBuf {
+        match *item {
+            Item::Base(scheme, seed) => self.checkpoint_dir(scheme.name(), seed),
+            Item::Finetune(kind, seed) => {
+                self.checkpoint_dir(&format!("rope-ft-{}", kind.name()), seed)
+            }
+            Item::Inference(_, seed) => self.rope_dir(seed),
         }
     }
 
@@ -121,8 +140,11 @@ pub(super) fn write_item(config: &SweepConfig, item: &Item, out: &ItemOutput) ->
 /// Rebuilds the results CSV, `curves.csv` and `sweep.json` from the item files present, in
 /// item order; returns the rows. `sweep.json` holds the configuration, the timing of every
 /// finished item and their sums: like the tables, a function of the item files alone, so a run
-/// that only reuses items writes the same bytes again.
+/// that only reuses items writes the same bytes again. One merge at a time, of this process or
+/// another (shards of one sweep into one folder): each holds the lock on the results CSV
+/// (`.NAME.lock` beside it) from its first read to its last write, and waits for it.
 pub(super) fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<ResultRow>> {
+    let _merging = FolderLock::wait_exclusive(&config.results)?;
     let mut rows = Vec::new();
     let mut curves: Vec<CurveRow> = Vec::new();
     let mut timings = Vec::new();

@@ -273,6 +273,49 @@ fn eval_and_export_check_their_inputs_and_outputs_before_work() {
         ],
         "unknown field `rope_scalin`",
     );
+    // matched mode: the same targets at every length; a region that does not fit is refused
+    // before the model is loaded, naming the bytes
+    let matched = posenc(&[
+        "eval",
+        "--checkpoint",
+        out_arg,
+        "--mode",
+        "matched",
+        "--lengths",
+        "16,32",
+        "--segment-bytes",
+        "100",
+        "--quiet",
+        "--corpus",
+        corpus_arg,
+    ]);
+    succeeded(&matched);
+    let rows = String::from_utf8_lossy(&matched.stdout).into_owned();
+    // test split of 3000 bytes: targets 32..2932, 29 segments of 100
+    let scored: Vec<&str> = rows
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(9).unwrap())
+        .collect();
+    assert_eq!(scored, ["2900", "2900"], "{rows}");
+    assert!(
+        rows.lines().skip(1).all(|l| l.contains(",matched,")),
+        "{rows}"
+    );
+    fails_with(
+        &[
+            "eval",
+            "--checkpoint",
+            bad.to_str().unwrap(),
+            "--mode",
+            "matched",
+            "--segment-bytes",
+            "5000",
+            "--corpus",
+            corpus_arg,
+        ],
+        "invalid matched target region = 3000 bytes available",
+    );
     // eval writes no file unless asked: the checkpoint folder stays as it was
     succeeded(&posenc(&[
         "eval",

@@ -1,8 +1,10 @@
 //! `posenc train`, `eval`, `sweep` and `export` from the command line: a checkpoint written,
 //! evaluated and exported end to end on a small corpus, and one-line errors with a non-zero
-//! exit status for bad input; by command: [`train`], [`eval`] (with `export`), [`sweep`].
+//! exit status for bad input; by command: [`train`], [`eval`] (with `export`), [`sweep`]; and
+//! two writers of one folder at once ([`locks`]).
 
 mod eval;
+mod locks;
 mod sweep;
 mod train;
 

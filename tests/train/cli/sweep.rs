@@ -196,3 +196,71 @@ fn sweep_items_list_shard_merge_and_resume() {
         "invalid --only = nope/seed9",
     );
 }
+
+/// `--list` prints what a run with the same flags would run: `--only` and `--shard` applied,
+/// and every flag that a run refuses refused.
+#[test]
+fn list_applies_and_checks_every_selection_flag() {
+    let tmp = corpus();
+    let dir = tmp.path();
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"schemes": ["nope", "rope"], "rope_inference": ["dynamic"],
+                 "finetune": {{"kinds": []}}, "seeds": [3, 4],
+                 "checkpoints": "{0}/checkpoints", "results": "{0}/results/ppl.csv"}}"#,
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let list = |extra: &[&str]| -> String {
+        let mut args = vec!["sweep", "--config", config.to_str().unwrap(), "--list"];
+        args.extend_from_slice(extra);
+        let out = posenc(&args);
+        succeeded(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        list(&[]).lines().collect::<Vec<_>>(),
+        [
+            "rope/seed3",
+            "rope/dynamic/seed3",
+            "nope/seed3",
+            "rope/seed4",
+            "rope/dynamic/seed4",
+            "nope/seed4"
+        ]
+    );
+    // groups: a seed's RoPE with its scalings, every other model alone
+    assert_eq!(
+        list(&["--shard", "1/2"]).lines().collect::<Vec<_>>(),
+        ["nope/seed3", "nope/seed4"]
+    );
+    // in the order of the sweep, whatever the order given
+    assert_eq!(
+        list(&["--only", "nope/seed4,rope/seed3"])
+            .lines()
+            .collect::<Vec<_>>(),
+        ["rope/seed3", "nope/seed4"]
+    );
+    assert_eq!(
+        list(&["--only", "nope/seed3", "--shard", "0/2"]),
+        "\n",
+        "no item of the shard is named"
+    );
+    let config = config.to_str().unwrap();
+    for (extra, needle) in [
+        (["--only", "nope/seed9"], "invalid --only = nope/seed9"),
+        (["--jobs", "0"], "invalid --jobs = 0"),
+        (
+            ["--kernels", "reference"],
+            "--kernels reference applies to train and eval",
+        ),
+    ] {
+        let mut args = vec!["sweep", "--config", config, "--list"];
+        args.extend_from_slice(&extra);
+        fails_with(&args, needle);
+    }
+    assert!(!dir.join("checkpoints").exists() && !dir.join("results").exists());
+}
