@@ -283,7 +283,10 @@ unsafe fn attention_head_backward(
             }
         }
     }
-    if let Some(t) = &terms.key_table {
+    if want_bias {
+        terms.finish_bias_grad(&mut grads.bias);
+    }
+    if let Some(t) = terms.key_table.filter(|t| t.transposed()) {
         // [R, L] -> [L, R]
         let transposed = std::mem::take(&mut grads.key_table);
         transpose(&transposed, t.rows, l, &mut grads.key_table);
@@ -379,12 +382,10 @@ pub fn attention_backward(
                 let at = grad_layout.start(bh, &dims);
                 let stride = grad_layout.row;
                 let mut head_terms = terms.head(&prepared, bh, &dims);
-                // the key table transposed (its gradient too, until the end of the head)
+                // the key table as the rows read it (its gradient too, until the end of the
+                // head)
                 let mut key_table = Vec::new();
-                if let Some(t) = &mut head_terms.key_table {
-                    t.transpose(l, &mut key_table);
-                    t.table = &key_table;
-                }
+                head_terms.key_table = head_terms.key_table.map(|t| t.for_rows(l, &mut key_table));
                 // without relative keys dQ^ is never written: any pointer will do
                 let qhat_at = if with_distance { at } else { 0 };
                 // SAFETY: the layouts were checked; head bh writes only its own rows of dq,
@@ -424,10 +425,11 @@ pub fn attention_backward(
         }
     }
     let concat = |pick: fn(&HeadGrads) -> &[f32]| -> Vec<f32> {
-        per_head
-            .iter()
-            .flat_map(|g| pick(g).iter().copied())
-            .collect()
+        let mut all = Vec::with_capacity(per_head.iter().map(|g| pick(g).len()).sum());
+        for g in &per_head {
+            all.extend_from_slice(pick(g));
+        }
+        all
     };
     let (bias, slopes) = if !want_bias {
         (Vec::new(), Vec::new())

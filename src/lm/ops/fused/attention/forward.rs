@@ -126,17 +126,14 @@ pub fn attention_forward(
                 bias: vec![0.0; l],
                 sums: vec![0.0; TILE * value_rows],
             };
-            // and the head's key table transposed
+            // and the head's key table as the rows read it
             (scratch, Vec::new())
         },
         |(scratch, key_table), (bh, lse)| {
             // the whole wrapper moves into the closure (not its raw-pointer field)
             let out_ptr = &out_ptr;
             let mut head_terms = terms.head(&prepared, bh, &dims);
-            if let Some(t) = &mut head_terms.key_table {
-                t.transpose(l, key_table);
-                t.table = key_table;
-            }
+            head_terms.key_table = head_terms.key_table.map(|t| t.for_rows(l, key_table));
             // SAFETY: the layouts were checked to lie within their buffers; head bh writes only
             // its own rows of `out`.
             unsafe {

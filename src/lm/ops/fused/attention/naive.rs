@@ -54,12 +54,14 @@ fn clipped(l: usize) -> (usize, Vec<usize>) {
     (9, (0..l).map(|d| 4 - d.min(4)).collect())
 }
 
-/// $\text{index}(d) = \lfloor\sqrt d\rfloor + 3$ clipped to 15 (a log-like bucket): 16 rows.
+/// $\text{index}(d) = \lfloor\sqrt d\rfloor + 3$ clipped to 9 (a log-like bucket): 16 rows,
+/// 6 of them never used. Short runs of one column, then one from $d = 36$ on (long at
+/// $L = 64, 70$: the kernels then read the table transposed).
 fn root(l: usize) -> (usize, Vec<usize>) {
     (
         16,
         (0..l)
-            .map(|d| ((d as f64).sqrt() as usize + 3).min(15))
+            .map(|d| ((d as f64).sqrt() as usize + 3).min(9))
             .collect(),
     )
 }

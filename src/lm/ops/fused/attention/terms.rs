@@ -16,10 +16,16 @@
 //!
 //! A row $i$ reads the distances $i, i-1, \dots, 0$ for keys $0, 1, \dots, i$: each vector
 //! over distance is reversed once per call ([`Prepared`]), so that the row reads a contiguous
-//! slice of it.
+//! slice of it, and each index over distance is cut into runs ([`runs`]).
+
+mod piecewise;
+mod runs;
 
 use super::super::heads::{AttentionDims, HeadRows, Heads};
-use super::super::simd::{multiversion, sum};
+use super::super::simd::multiversion;
+pub use piecewise::Piecewise;
+use piecewise::{HeadPiecewise, PreparedPiecewise};
+use runs::{add_run_columns, add_runs, scatter_run_columns, sum_runs, DistanceRuns, Layout};
 
 /// An additive score bias $b_{ij}$ (not scaled by $c$).
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,30 +37,6 @@ pub enum Bias<'a> {
     Distance(&'a [f32]),
     /// $b_{ij} = f_h(\psi_{i-j}\,\nu_i)$ with $f_h$ piecewise linear.
     Piecewise(Piecewise<'a>),
-}
-
-/// $f_h(x) = a_{h,p} + s_{h,p}\, x$ on piece $p = \#\{k : t_k < x\}$ of the breakpoints
-/// $t_1 \le \dots \le t_{P-1}$, at $x_{ij} = \psi_{i-j}\,\nu_i$.
-#[derive(Debug, Clone, Copy)]
-pub struct Piecewise<'a> {
-    /// $\psi_d$ for distances $d = 0..L$.
-    pub feature: &'a [f32],
-    /// $\nu_i$ for queries $i = 0..L$.
-    pub row_scale: &'a [f32],
-    /// $t_1 \le \dots \le t_{P-1}$.
-    pub breakpoints: &'a [f32],
-    /// $a_{h,p}$, `[H, P]`.
-    pub intercepts: &'a [f32],
-    /// $s_{h,p}$, `[H, P]`.
-    pub slopes: &'a [f32],
-}
-
-impl Piecewise<'_> {
-    /// $P$.
-    #[inline]
-    fn pieces(&self) -> usize {
-        self.breakpoints.len() + 1
-    }
 }
 
 /// A table per sequence and head read at the column of the distance:
@@ -122,84 +104,12 @@ fn reversed<T: Copy>(v: &[T], block: usize) -> Vec<T> {
     v.chunks(block.max(1)).rev().flatten().copied().collect()
 }
 
-/// A run of equal entries of an index over distance, reversed: positions `start..end` of
-/// the reversed index (distances $L-1-\text{start}$ down to $L-\text{end}$) all read `column`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Run {
-    start: usize,
-    end: usize,
-    column: usize,
-}
-
-/// The runs of an index over distance `[L]`, reversed. An index clipped at a distance (Shaw)
-/// or bucketed logarithmically (DeBERTa) has few runs, each a contiguous range of keys in
-/// every row: the kernel adds one value to the range, or sums the range.
-fn runs(index: &[usize]) -> Vec<Run> {
-    let reversed = reversed(index, 1);
-    let mut runs: Vec<Run> = Vec::new();
-    for (k, &column) in reversed.iter().enumerate() {
-        match runs.last_mut() {
-            Some(r) if r.column == column => r.end = k + 1,
-            _ => runs.push(Run {
-                start: k,
-                end: k + 1,
-                column,
-            }),
-        }
-    }
-    runs
-}
-
-/// The runs of query `i` as ranges of its keys `a..b` (within `0..=i`) and their column.
-#[inline]
-fn row_runs(runs: &[Run], i: usize, l: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-    // key j reads reversed position o + j
-    let o = l - 1 - i;
-    let first = runs.partition_point(|r| r.end <= o);
-    runs[first..]
-        .iter()
-        .map(move |r| (r.start.max(o) - o, r.end - o, r.column))
-}
-
-multiversion! {
-    /// $x_j \mathrel{+}= v$.
-    fn add_constant(x: &mut [f32], v: f32) {
-        for s in x {
-            *s += v;
-        }
-    }
-}
-
 multiversion! {
     /// $x_j \mathrel{+}= y_j$.
     fn add_slice(x: &mut [f32], y: &[f32]) {
         for (s, &t) in x.iter_mut().zip(y) {
             *s += t;
         }
-    }
-}
-
-multiversion! {
-    /// $\sum_j x_j$.
-    fn slice_sum(x: &[f32]) -> f32 {
-        sum(x)
-    }
-}
-
-multiversion! {
-    /// $b_j = s\,(\psi_j \nu) + a$ (one piece of a row).
-    fn piece_values(out: &mut [f32], feature: &[f32], nu: f32, a: f32, s: f32) {
-        for (b, &psi) in out.iter_mut().zip(feature) {
-            *b = s.mul_add(psi * nu, a);
-        }
-    }
-}
-
-multiversion! {
-    /// $\sum_j g_j$ and $\sum_j g_j\,(\psi_j \nu)$ (one piece of a row's gradient).
-    fn piece_grads(g: &[f32], feature: &[f32], nu: f32) -> (f32, f32) {
-        let x: f32 = g.iter().zip(feature).map(|(&g, &psi)| g * (psi * nu)).sum();
-        (sum(g), x)
     }
 }
 
@@ -210,14 +120,14 @@ multiversion! {
 pub(super) struct Prepared {
     /// $\beta$ of every head reversed, `[H, L]`.
     bias: Vec<f32>,
-    /// $\psi$ reversed, `[L]`.
-    feature: Vec<f32>,
+    /// A piecewise bias's reversed feature and first rows.
+    piecewise: PreparedPiecewise,
     /// The runs of the query table's index.
-    query_runs: Vec<Run>,
+    query_runs: DistanceRuns,
     /// The runs of the key table's index.
-    key_runs: Vec<Run>,
+    key_runs: DistanceRuns,
     /// The runs of the relative values' index.
-    value_runs: Vec<Run>,
+    value_runs: DistanceRuns,
     /// $\rho$ of every head with its rows reversed, `[H, L, D]`.
     keys: Vec<f32>,
 }
@@ -287,7 +197,8 @@ impl<'a> Terms<'a> {
     /// The reversed vectors and the runs ([`Prepared`]).
     pub(super) fn prepare(&self, dims: &AttentionDims) -> Prepared {
         let (l, d) = (dims.len, dims.dim);
-        let table_runs = |t: &Option<Gathered>| t.map_or(Vec::new(), |g| runs(g.index));
+        let table_runs =
+            |t: &Option<Gathered>| t.map_or_else(Default::default, |g| DistanceRuns::new(g.index));
         Prepared {
             bias: match self.bias {
                 Bias::Distance(beta) => {
@@ -295,13 +206,15 @@ impl<'a> Terms<'a> {
                 }
                 _ => Vec::new(),
             },
-            feature: match self.bias {
-                Bias::Piecewise(f) => reversed(f.feature, 1),
-                _ => Vec::new(),
+            piecewise: match self.bias {
+                Bias::Piecewise(f) => f.prepare(),
+                _ => PreparedPiecewise::default(),
             },
             query_runs: table_runs(&self.query_table),
             key_runs: table_runs(&self.key_table),
-            value_runs: self.values.map_or(Vec::new(), |rv| runs(rv.index)),
+            value_runs: self
+                .values
+                .map_or_else(Default::default, |rv| DistanceRuns::new(rv.index)),
             keys: self.distance.map_or(Vec::new(), |dk| {
                 dk.keys
                     .chunks((l * d).max(1))
@@ -312,8 +225,8 @@ impl<'a> Terms<'a> {
     }
 
     /// The terms of head `bh = b H + h`, reading `prepared`. The key table is the head's
-    /// `[L, R]` block as stored: the caller transposes it ([`HeadTable::transpose`]) before
-    /// the rows read it.
+    /// `[L, R]` block as stored: the caller hands it to [`HeadTable::for_rows`] before the
+    /// rows read it.
     #[inline]
     pub(super) fn head<'p>(
         &self,
@@ -330,21 +243,13 @@ impl<'a> Terms<'a> {
         let bias = match self.bias {
             Bias::None => HeadBias::None,
             Bias::Distance(_) => HeadBias::Reversed(&prepared.bias[h * l..(h + 1) * l]),
-            Bias::Piecewise(f) => {
-                let p = f.pieces();
-                HeadBias::Piecewise {
-                    feature: &prepared.feature,
-                    row_scale: f.row_scale,
-                    breakpoints: f.breakpoints,
-                    intercepts: &f.intercepts[h * p..(h + 1) * p],
-                    slopes: &f.slopes[h * p..(h + 1) * p],
-                }
-            }
+            Bias::Piecewise(f) => HeadBias::Piecewise(f.head(&prepared.piecewise, h)),
         };
-        let table = |g: &Option<Gathered<'a>>, runs: &'p [Run]| {
+        let table = |g: &Option<Gathered<'a>>, runs: &'p DistanceRuns| {
             g.map(|g| HeadTable {
                 table: &g.table[bh * l * g.rows..(bh + 1) * l * g.rows],
                 rows: g.rows,
+                transposed: false,
                 runs,
             })
         };
@@ -377,29 +282,55 @@ pub(super) enum HeadBias<'a> {
     None,
     /// $\beta$ reversed, `[L]`.
     Reversed(&'a [f32]),
-    /// [`Piecewise`] of this head, the feature reversed.
-    Piecewise {
-        feature: &'a [f32],
-        row_scale: &'a [f32],
-        breakpoints: &'a [f32],
-        intercepts: &'a [f32],
-        slopes: &'a [f32],
-    },
+    /// [`Piecewise`] of this head.
+    Piecewise(HeadPiecewise<'a>),
 }
 
-/// A gathered table of one head and the runs of its index: the query table `[L, R]` as
-/// stored, the key table transposed `[R, L]` (a run reads a contiguous range of one column).
+/// A gathered table of one head and the runs of its index: `[L, R]` as stored (the query
+/// table), or transposed `[R, L]` (a key table whose index has runs of one column: each run
+/// reads a contiguous range of one column).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HeadTable<'a> {
-    pub(super) table: &'a [f32],
+    table: &'a [f32],
     pub(super) rows: usize,
-    runs: &'a [Run],
+    transposed: bool,
+    runs: &'a DistanceRuns,
 }
 
-impl HeadTable<'_> {
-    /// Writes the head's `[L, R]` table transposed, `[R, L]`, into `out`.
-    pub(super) fn transpose(&self, l: usize, out: &mut Vec<f32>) {
+impl<'a> HeadTable<'a> {
+    /// The key table as its rows read it: transposed into `out` when its index has runs of
+    /// one column ([`DistanceRuns::has_columns`]), else as stored.
+    pub(super) fn for_rows<'b>(self, l: usize, out: &'b mut Vec<f32>) -> HeadTable<'b>
+    where
+        'a: 'b,
+    {
+        if !self.runs.has_columns() {
+            return self;
+        }
         transpose(self.table, l, self.rows, out);
+        HeadTable {
+            table: out,
+            transposed: true,
+            ..self
+        }
+    }
+
+    /// Whether the table (and so its gradient) is transposed, `[R, L]`.
+    pub(super) fn transposed(&self) -> bool {
+        self.transposed
+    }
+
+    /// Where column $c$ of key $j$ lies.
+    #[inline]
+    fn layout(&self, l: usize) -> Layout {
+        if self.transposed {
+            Layout { column: l, key: 1 }
+        } else {
+            Layout {
+                column: 1,
+                key: self.rows,
+            }
+        }
     }
 }
 
@@ -426,7 +357,7 @@ pub(super) struct HeadDistance<'a> {
 pub(super) struct HeadValues<'a> {
     pub(super) table: &'a [f32],
     pub(super) rows: usize,
-    runs: &'a [Run],
+    runs: &'a DistanceRuns,
 }
 
 impl HeadValues<'_> {
@@ -445,10 +376,7 @@ impl HeadValues<'_> {
             let i = i0 + r;
             let out = &mut sums[r * rows..(r + 1) * rows];
             out.fill(0.0);
-            let p = &p[r * n..r * n + i + 1];
-            for (a, b, c) in row_runs(self.runs, i, l) {
-                out[c] += slice_sum(&p[a..b]);
-            }
+            sum_runs(&p[r * n..r * n + i + 1], out, 1.0, self.runs, i, l);
         }
     }
 
@@ -456,9 +384,7 @@ impl HeadValues<'_> {
     /// $g = \partial o_i\, a^{V\top}$ `[R]`.
     #[inline]
     pub(super) fn add_to_row(&self, i: usize, l: usize, g: &[f32], dp: &mut [f32]) {
-        for (a, b, c) in row_runs(self.runs, i, l) {
-            add_constant(&mut dp[a..b], g[c]);
-        }
+        add_runs(dp, g, self.runs, i, l);
     }
 }
 
@@ -475,25 +401,6 @@ pub(super) struct HeadTerms<'a> {
     pub(super) values: Option<HeadValues<'a>>,
 }
 
-/// The keys $j$ of each piece of a row, as `(piece, a, b)`: with the row's features
-/// $x_j = \psi_{i-j}\nu_i$ non-increasing in $j$, piece $p = \#\{k : t_k < x_j\}$ holds the
-/// keys from the first with $x_j \le t_p$ to the first with $x_j \le t_{p-1}$.
-#[inline]
-fn piece_ranges<'b>(
-    feature: &'b [f32],
-    nu: f32,
-    breakpoints: &'b [f32],
-) -> impl Iterator<Item = (usize, usize, usize)> + 'b {
-    // c_p = #{j : x_j > t_p}, non-increasing in p; c_{-1} = the row's length, c_{P-1} = 0
-    let count = move |p: usize| feature.partition_point(|&psi| psi * nu > breakpoints[p]);
-    let pieces = breakpoints.len() + 1;
-    (0..pieces).map(move |p| {
-        let a = if p + 1 < pieces { count(p) } else { 0 };
-        let b = if p == 0 { feature.len() } else { count(p - 1) };
-        (p, a, b.max(a))
-    })
-}
-
 impl HeadTerms<'_> {
     /// Adds the gathered tables to the raw scores of query `i` (`row`: keys $0..=i$):
     /// $g_{i,\,\text{index}(i-j)} + g'_{j,\,\text{index}'(i-j)}$, one run of equal columns at
@@ -501,23 +408,17 @@ impl HeadTerms<'_> {
     #[inline]
     pub(super) fn add_gathered(&self, i: usize, l: usize, row: &mut [f32]) {
         if let Some(t) = &self.query_table {
-            let g = &t.table[i * t.rows..(i + 1) * t.rows];
-            for (a, b, c) in row_runs(t.runs, i, l) {
-                add_constant(&mut row[a..b], g[c]);
-            }
+            add_runs(row, &t.table[i * t.rows..(i + 1) * t.rows], t.runs, i, l);
         }
         if let Some(t) = &self.key_table {
-            // the transposed table: column c of keys a..b is contiguous
-            for (a, b, c) in row_runs(t.runs, i, l) {
-                add_slice(&mut row[a..b], &t.table[c * l + a..c * l + b]);
-            }
+            add_run_columns(row, t.table, t.layout(l), t.runs, i, l);
         }
     }
 
     /// The gradients of the gathered tables from the score gradient of query `i`, scaled by
     /// $c$: $\partial g_{i,\,\text{index}(i-j)} \mathrel{+}= c\,\partial s_{ij}$ into
     /// `dquery [L, R]` and $\partial g'_{j,\,\text{index}'(i-j)} \mathrel{+}= c\,\partial s_{ij}$
-    /// into `dkey`, transposed `[R, L]`.
+    /// into `dkey` (in the key table's layout, [`HeadTable::transposed`]).
     #[inline]
     pub(super) fn gathered_grads(
         &self,
@@ -529,17 +430,10 @@ impl HeadTerms<'_> {
     ) {
         if let Some(t) = &self.query_table {
             let g = &mut dquery[i * t.rows..(i + 1) * t.rows];
-            for (a, b, c) in row_runs(t.runs, i, l) {
-                g[c] += scale * slice_sum(&ds[a..b]);
-            }
+            sum_runs(&ds[..=i], g, scale, t.runs, i, l);
         }
         if let Some(t) = &self.key_table {
-            for (a, b, c) in row_runs(t.runs, i, l) {
-                let dst = &mut dkey[c * l + a..c * l + b];
-                for (g, &d) in dst.iter_mut().zip(&ds[a..b]) {
-                    *g += scale * d;
-                }
-            }
+            scatter_run_columns(dkey, &ds[..=i], scale, t.layout(l), t.runs, i, l);
         }
     }
 
@@ -552,60 +446,40 @@ impl HeadTerms<'_> {
         l: usize,
         scratch: &'s mut [f32],
     ) -> Option<&'s [f32]> {
-        match self.bias {
+        match &self.bias {
             HeadBias::None => None,
             HeadBias::Reversed(beta) => Some(&beta[l - 1 - i..]),
-            HeadBias::Piecewise {
-                feature,
-                row_scale,
-                breakpoints,
-                intercepts,
-                slopes,
-            } => {
-                let (nu, feature) = (row_scale[i], &feature[l - 1 - i..]);
-                let out = &mut scratch[..=i];
-                for (p, a, b) in piece_ranges(feature, nu, breakpoints) {
-                    let (a0, s0) = (intercepts[p], slopes[p]);
-                    piece_values(&mut out[a..b], &feature[a..b], nu, a0, s0);
-                }
-                Some(out)
-            }
+            HeadBias::Piecewise(f) => Some(f.row(i, l, scratch)),
         }
     }
 
     /// Adds the gradient of the bias from the score gradient `ds` of query `i` (keys
-    /// $0..=i$) to `dbias`: $\partial\beta$ reversed `[L]` (distance), or
-    /// $(\partial a, \partial s)$ `[2, P]` (piecewise).
+    /// $0..=i$) to `dbias` ([`HeadTerms::bias_grad_len`]): $\partial\beta$ reversed `[L]`
+    /// (distance), or as [`HeadPiecewise::grad`] (piecewise).
     #[inline]
     pub(super) fn bias_grad(&self, i: usize, l: usize, ds: &[f32], dbias: &mut [f32]) {
-        match self.bias {
+        match &self.bias {
             HeadBias::None => {}
             HeadBias::Reversed(_) => add_slice(&mut dbias[l - 1 - i..], &ds[..=i]),
-            HeadBias::Piecewise {
-                feature,
-                row_scale,
-                breakpoints,
-                ..
-            } => {
-                let (nu, feature) = (row_scale[i], &feature[l - 1 - i..]);
-                let pieces = breakpoints.len() + 1;
-                let (da, dsl) = dbias.split_at_mut(pieces);
-                for (p, a, b) in piece_ranges(feature, nu, breakpoints) {
-                    let (g, gx) = piece_grads(&ds[a..b], &feature[a..b], nu);
-                    da[p] += g;
-                    dsl[p] += gx;
-                }
-            }
+            HeadBias::Piecewise(f) => f.grad(i, l, ds, dbias),
+        }
+    }
+
+    /// Turns the accumulated `dbias` into the bias's gradient: $\partial\beta$ reversed
+    /// `[L]`, or $(\partial a, \partial s)$ `[2, P]` ([`HeadPiecewise::finish_grad`]).
+    pub(super) fn finish_bias_grad(&self, dbias: &mut Vec<f32>) {
+        if let HeadBias::Piecewise(f) = &self.bias {
+            f.finish_grad(dbias);
         }
     }
 
     /// The size of one head's bias gradient accumulator.
     #[inline]
     pub(super) fn bias_grad_len(&self, l: usize) -> usize {
-        match self.bias {
+        match &self.bias {
             HeadBias::None => 0,
             HeadBias::Reversed(_) => l,
-            HeadBias::Piecewise { breakpoints, .. } => 2 * (breakpoints.len() + 1),
+            HeadBias::Piecewise(f) => f.grad_len(l),
         }
     }
 }
@@ -613,49 +487,6 @@ impl HeadTerms<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// [`piece_ranges`] gives every key of a row the piece that counts the breakpoints below
-    /// its feature (ties below), several equal breakpoints an empty piece, and no key twice.
-    #[test]
-    fn piece_ranges_count_breakpoints_below() {
-        let t = [-1.0, 0.0, 0.0, 2.0, 9.0];
-        // x_j = feature_j * 0.5, non-increasing: 5, 2, 1, 0.5, 0, 0, -1, -3
-        let feature = [10.0, 4.0, 2.0, 1.0, 0.0, 0.0, -2.0, -6.0];
-        let mut seen = vec![None; feature.len()];
-        for (p, a, b) in piece_ranges(&feature, 0.5, &t) {
-            for s in &mut seen[a..b] {
-                assert!(s.is_none(), "a key in two pieces");
-                *s = Some(p);
-            }
-        }
-        for (j, s) in seen.iter().enumerate() {
-            let x = feature[j] * 0.5;
-            let want = t.iter().filter(|&&t| t < x).count();
-            assert_eq!(*s, Some(want), "key {j}, x = {x}");
-        }
-    }
-
-    /// [`runs`] splits an index into maximal runs of one column, reversed, and [`row_runs`]
-    /// gives each row the keys of each run: every key once, with the column of its distance.
-    #[test]
-    fn runs_cover_every_key_with_its_column() {
-        let index = [3, 2, 1, 0, 0, 0, 5, 5];
-        let l = index.len();
-        let r = runs(&index);
-        assert_eq!(r.len(), 5);
-        for i in 0..l {
-            let mut seen = vec![None; i + 1];
-            for (a, b, c) in row_runs(&r, i, l) {
-                for s in &mut seen[a..b] {
-                    assert!(s.is_none());
-                    *s = Some(c);
-                }
-            }
-            for (j, s) in seen.iter().enumerate() {
-                assert_eq!(*s, Some(index[i - j]), "row {i}, key {j}");
-            }
-        }
-    }
 
     /// [`reversed`] reverses blocks, not the values inside one.
     #[test]
