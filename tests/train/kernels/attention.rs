@@ -244,7 +244,8 @@ fn fused_attention_matches_reference_values_and_gradients() {
 }
 
 /// Central differences of the fused loss at a few entries of every term's tensors (and of
-/// $q$, $k$, $v$) against the fused gradient, at a length across the tile.
+/// $q$, $k$, $v$) against the fused gradient, at a length across the tile (the key table also
+/// at one where its index has a run of one column: the transposed layout).
 #[test]
 fn fused_attention_gradients_match_finite_differences() {
     let device = Device::flex().autodiff();
@@ -259,15 +260,19 @@ fn fused_attention_gradients_match_finite_differences() {
         };
         check_finite_differences(name, x, &analytic[n + 1].1, loss, 1e-2);
     }
-    // a bias per distance, alone (the piecewise bias above takes the bias's place)
-    let base = case("distance", dims, &device, None);
-    let analytic = base.run(true);
-    let (name, _, x) = &base.leaves[3];
-    let loss = |v: &[f32]| {
-        let c = case("distance", dims, &device, Some((3, v)));
-        f64::from(to_vec(weighted_sum(c.output(true), 20))[0])
-    };
-    check_finite_differences(name, x, &analytic[4].1, loss, 1e-2);
+    // a bias per distance, alone (the piecewise bias above takes the bias's place); the key
+    // table at a length where its index has a run of one column (read transposed, where at
+    // 37 it is read key by key)
+    for (label, dims) in [("distance", dims), ("key", [1, 2, 70, 8])] {
+        let base = case(label, dims, &device, None);
+        let analytic = base.run(true);
+        let (name, _, x) = &base.leaves[3];
+        let loss = |v: &[f32]| {
+            let c = case(label, dims, &device, Some((3, v)));
+            f64::from(to_vec(weighted_sum(c.output(true), 20))[0])
+        };
+        check_finite_differences(name, x, &analytic[4].1, loss, 1e-2);
+    }
 }
 
 /// Relative keys per distance as the attention reads them, $\hat q_i \cdot \rho_{i-j}$
