@@ -492,4 +492,34 @@ mod tests {
         // one window: no spread to estimate from
         assert_eq!(mean_and_std_error(&[(3.0, 2)]), (1.5, 0.0, 2));
     }
+
+    /// [`memory_plan`] counts the windows `max_bytes` holds at 1024 bytes (a batch of 8):
+    /// nonoverlap every 1024 bytes after the first 1025, sliding every 512, matched the
+    /// targets after the longest length in chunks of 512; the batch without a budget.
+    #[test]
+    fn memory_plan_counts_the_windows_max_bytes_holds() {
+        let device = Device::flex();
+        let windows = |mode: Mode, max_bytes: Option<usize>| {
+            let opts = EvalOptions {
+                lengths: vec![1024],
+                mode,
+                max_bytes,
+                segment_bytes: 512,
+                split: "valid".to_string(),
+                scaling: None,
+                force_separate: false,
+                per_position: None,
+                progress: false,
+                corpus: PathBuf::new(),
+                kernels: Kernels::Fused,
+            };
+            let plan = memory_plan(&ModelConfig::default(), &opts, &device).unwrap();
+            plan.map(|p| (p.len, p.batch))
+        };
+        let budget = Some(3 * 1024 + 1);
+        assert_eq!(windows(Mode::Nonoverlap, budget), Some((1024, 3)));
+        assert_eq!(windows(Mode::Sliding, budget), Some((1024, 5)));
+        assert_eq!(windows(Mode::Matched, budget), Some((1024, 5)));
+        assert_eq!(windows(Mode::Matched, None), Some((1024, batch_for(1024))));
+    }
 }
