@@ -22,7 +22,7 @@ test test-rust test-train model-tests smoke-sweep test-notebooks test-notebook-h
 
 .PHONY: lab test venv-background test-rust test-train model-tests smoke-sweep test-notebooks notebook-setup \
 	notebooks-check-clean notebooks-strip notebooks-prewarm html browser-check \
-	test-notebook-helpers notebook-timings sweep bench build fmt-check check-cli doc lab-check
+	test-notebook-helpers notebook-timings sweep bench bench-long build fmt-check check-cli doc lab-check
 
 # Install what the notebooks need (only what is missing) and build the notebooks' dependencies,
 # then open JupyterLab on notebooks/00_quickstart.ipynb (NO_BROWSER=1 on headless machines).
@@ -81,6 +81,11 @@ sweep:
 # Training throughput against PyTorch (installs torch into target/bench-venv on first use).
 bench:
 	bench/run.sh
+
+# Evaluation at long lengths (4,096 to 65,536 bytes) of every shipped checkpoint: time per window
+# and peak memory, against NoPE's; BEFORE=<binary> adds an older build's side by side.
+bench-long:
+	bench/long.sh
 
 # API docs with formulas rendered offline: KaTeX (npm package, fetched once) is copied
 # next to the pages. The exported notebooks (`make html`) embed the same KaTeX.

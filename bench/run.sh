@@ -6,6 +6,7 @@
 #
 #   bench/run.sh                 # schemes nope rope t5 alibi deberta, 30 steps each, batch 32 x 128
 #   STEPS=50 SCHEMES="rope" bench/run.sh
+#   BIN=/path/to/other/posenc bench/run.sh   # another build, not rebuilt
 #
 # torch is installed from PyPI on first use into target/bench-venv (or set TORCH_PYTHON to a
 # python that has it). Prints bytes/s of each (steps after the first), the ratio fused /
@@ -24,8 +25,11 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   target/bench-venv/bin/pip install --quiet torch
   PY=target/bench-venv/bin/python
 fi
-cargo build --quiet --release --features train --bin posenc
-BIN=target/release/posenc
+# BIN=<binary> measures another build (main's, for a before/after comparison) as it is
+if [ -z "${BIN:-}" ]; then
+  cargo build --quiet --release --features train --bin posenc
+  BIN=target/release/posenc
+fi
 TIME=/usr/bin/time
 peak() { sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\).*/\1/p' "$1"; }
 rate() { sed -n 's/.* \([0-9.]*\) tokens\/s).*/\1/p' "$1"; }

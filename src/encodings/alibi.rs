@@ -126,6 +126,21 @@ impl Alibi {
         -self.slopes[head] * query.abs_diff(key) as f32
     }
 
+    /// The bias of every head at every distance $d = 0..L$ from a query to an earlier key,
+    /// $-m_h d$, `[H, L]`: all that causal attention needs, linear in $L$.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::prelude::*;
+    /// let alibi = Alibi::new(2)?;
+    /// // slopes 1/4 and 1/16
+    /// assert_eq!(alibi.distance_bias(3), array![[0.0, -0.25, -0.5], [0.0, -0.0625, -0.125]]);
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn distance_bias(&self, len: usize) -> Array2<f32> {
+        Array2::from_shape_fn((self.slopes.len(), len), |(h, d)| self.bias_at(h, d, 0))
+    }
+
     /// $b^{(h)}_{ij}$ for one head, `[Lq, Lk]`.
     ///
     /// # Errors

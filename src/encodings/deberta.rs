@@ -106,6 +106,21 @@ impl LogBuckets {
     pub fn index_matrix(&self, lq: usize, lk: usize) -> Result<Array2<usize>> {
         relative_index(Some(*self), self.bucket_size, lq, lk)
     }
+
+    /// The table row of one relative position $\delta$ (query − key),
+    /// $\operatorname{clip}(\text{bucket}(\delta) + s, 0, 2s-1)$: the entry of
+    /// [`LogBuckets::index_matrix`] at distance $\delta$.
+    ///
+    /// # Examples
+    /// ```
+    /// use posenc::encodings::deberta::LogBuckets;
+    /// let buckets = LogBuckets::new(4, 8)?;
+    /// assert_eq!((buckets.index(0), buckets.index(1), buckets.index(-1)), (4, 5, 3));
+    /// # Ok::<(), posenc::Error>(())
+    /// ```
+    pub fn index(&self, delta: i64) -> usize {
+        table_row(Some(*self), self.bucket_size, delta)
+    }
 }
 
 /// $\operatorname{clip}(\text{bucket}(\delta_{ij}) + s, 0, 2s-1)$, or the plain $\delta_{ij}$
@@ -117,13 +132,19 @@ fn relative_index(
     lk: usize,
 ) -> Result<Array2<usize>> {
     ensure_queries_fit(lq, lk)?;
-    let s = span as i64;
     Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
         // delta = query - key
         let delta = query_position(i, lq, lk) as i64 - j as i64;
-        let bucket = buckets.map_or(delta, |b| b.bucket(delta));
-        (bucket + s).clamp(0, 2 * s - 1) as usize
+        table_row(buckets, span, delta)
     }))
+}
+
+/// $\operatorname{clip}(\text{bucket}(\delta) + s, 0, 2s-1)$ of one relative position
+/// $\delta$ (query − key), or of the plain $\delta$ without buckets.
+fn table_row(buckets: Option<LogBuckets>, span: usize, delta: i64) -> usize {
+    let s = span as i64;
+    let bucket = buckets.map_or(delta, |b| b.bucket(delta));
+    (bucket + s).clamp(0, 2 * s - 1) as usize
 }
 
 /// Hugging Face's `make_log_bucket_position` for one relative position (query − key).

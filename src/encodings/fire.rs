@@ -53,11 +53,87 @@ pub const DEFAULT_HIDDEN: usize = 32;
 /// assert_eq!(fire_feature(600, 0, 0.1, 512.0), 1.0);
 /// ```
 pub fn fire_feature(i: usize, j: usize, c: f32, threshold: f32) -> f32 {
-    // psi(x) = ln(1 + c x)
-    let psi = |x: f64| (c as f64 * x).ln_1p();
     // max(L, i)
     let normaliser = (threshold as f64).max(i as f64);
-    (psi(i.abs_diff(j) as f64) / psi(normaliser)) as f32
+    (fire_psi(i.abs_diff(j) as f64, c) / fire_psi(normaliser, c)) as f32
+}
+
+/// $\psi(x) = \ln(c\,x + 1)$, in `f64`.
+pub fn fire_psi(x: f64, c: f32) -> f64 {
+    (c as f64 * x).ln_1p()
+}
+
+/// The feature of [`fire_feature`] as a product of a factor per distance and a factor per
+/// query, for causal attention over `len` positions: $\psi(d)$ for $d = 0..L$ and
+/// $1/\psi(\max(L, i))$ for $i = 0..L$, each rounded to `f32` once, so that
+/// $x_{ij} = \psi(i - j) \cdot \nu_i$ needs no `[L, L]` table. The `f32` product is
+/// [`fire_feature`] to within two roundings.
+///
+/// # Examples
+/// ```
+/// use posenc::encodings::fire::{fire_factors, fire_feature};
+/// let (psi, nu) = fire_factors(700, 0.1, 512.0);
+/// let x = psi[600 - 3] * nu[600];
+/// assert!((x - fire_feature(600, 3, 0.1, 512.0)).abs() < 1e-6);
+/// ```
+pub fn fire_factors(len: usize, c: f32, threshold: f32) -> (Vec<f32>, Vec<f32>) {
+    let psi = (0..len).map(|d| fire_psi(d as f64, c) as f32).collect();
+    let nu = (0..len)
+        .map(|i| (1.0 / fire_psi((threshold as f64).max(i as f64), c)) as f32)
+        .collect();
+    (psi, nu)
+}
+
+/// The first layer of FIRE's MLP, $\operatorname{ReLU}(w_1 x + b_1)$, as a piecewise-linear
+/// function of its one input: between two consecutive breakpoints $t_k = -b_{1k}/w_{1k}$ the
+/// set of active units is fixed, so on piece $p = \#\{k : t_k < x\}$
+///
+/// ```math
+/// \operatorname{ReLU}(w_1 x + b_1) = m_p \odot (w_1 x + b_1), \qquad
+/// f_\theta(x) = \underbrace{b_2 + W_2^\top (m_p \odot b_1)}_{a_p}
+///   + \underbrace{W_2^\top (m_p \odot w_1)}_{s_p}\, x,
+/// ```
+///
+/// the whole MLP one intercept and one slope per piece and head: the form the fused
+/// attention evaluates inside its tiles (and differentiates, $a_p$ and $s_p$ being linear in
+/// the weights).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReluPieces {
+    /// $t_1 \le \dots \le t_{P-1}$: where a unit with $w_{1k} \ne 0$ turns on or off.
+    pub breakpoints: Vec<f32>,
+    /// $m_{pk} \in \{0, 1\}$: whether unit $k$ is active on piece $p$, `[P, hidden]`.
+    pub active: Array2<f32>,
+}
+
+/// [`ReluPieces`] of the first layer $w_1, b_1$ (`[hidden]` each). Unit $k$ with
+/// $w_{1k} > 0$ is active above its breakpoint, with $w_{1k} < 0$ below it, with
+/// $w_{1k} = 0$ everywhere when $b_{1k} > 0$ (never otherwise). At a breakpoint itself the
+/// unit's value is 0 on either side.
+pub fn relu_pieces(w1: &[f32], b1: &[f32]) -> ReluPieces {
+    let hidden = w1.len().min(b1.len());
+    let t = |k: usize| -b1[k] / w1[k];
+    // the units that turn on or off, by their breakpoint
+    let mut order: Vec<usize> = (0..hidden).filter(|&k| w1[k] != 0.0).collect();
+    order.sort_by(|&a, &b| t(a).total_cmp(&t(b)));
+    let mut rank = vec![0; hidden];
+    for (r, &k) in order.iter().enumerate() {
+        rank[k] = r;
+    }
+    // piece p holds the x above exactly the first p breakpoints
+    let active = Array2::from_shape_fn((order.len() + 1, hidden), |(p, k)| {
+        let on = if w1[k] > 0.0 {
+            p > rank[k]
+        } else if w1[k] < 0.0 {
+            p <= rank[k]
+        } else {
+            b1[k] > 0.0
+        };
+        f32::from(u8::from(on))
+    });
+    ReluPieces {
+        breakpoints: order.iter().map(|&k| t(k)).collect(),
+        active,
+    }
 }
 
 /// FIRE bias: the feature of [`fire_feature`] fed to a 1 → hidden → heads ReLU MLP
@@ -195,6 +271,14 @@ impl Fire {
         }))
     }
 
+    /// The MLP's first layer as pieces ([`relu_pieces`]).
+    pub fn pieces(&self) -> ReluPieces {
+        relu_pieces(
+            self.w1.as_slice().unwrap_or(&self.w1.to_vec()),
+            self.b1.as_slice().unwrap_or(&self.b1.to_vec()),
+        )
+    }
+
     /// $f_\theta(x)$ for one feature, `[heads]`.
     ///
     /// # Errors
@@ -291,6 +375,42 @@ mod tests {
         assert!((fire_feature(6, 2, 1.0, 4.0) - 5f32.ln() / 7f32.ln()).abs() < 1e-6);
         // c = 0.1: psi(10) / psi(512) = ln 2 / ln 52.2
         assert!((fire_feature(10, 0, 0.1, 512.0) - 2f32.ln() / 52.2f32.ln()).abs() < 1e-6);
+    }
+
+    /// On every piece the MLP is $a_p + s_p x$: at many points, near every breakpoint
+    /// included, for seeded networks with units active above, below and everywhere (and one
+    /// with $w_1 = 0$), and the tiny network's two breakpoints at 0 and 0.5.
+    #[test]
+    fn pieces_reproduce_the_mlp() {
+        let mut nets = vec![tiny()];
+        for seed in 0..5 {
+            nets.push(Fire::new(3, 16, 0.1, 64.0, seed).unwrap());
+        }
+        let mut flat = Fire::new(2, 4, 0.1, 64.0, 9).unwrap();
+        flat.w1[1] = 0.0;
+        flat.b1[1] = 0.3;
+        nets.push(flat);
+        assert_eq!(tiny().pieces().breakpoints, vec![0.0, 0.5]);
+        for f in nets {
+            let pieces = f.pieces();
+            let mut xs: Vec<f32> = (0..=200).map(|i| -2.0 + i as f32 * 0.02).collect();
+            for &t in &pieces.breakpoints {
+                xs.extend([t - 1e-4, t, t + 1e-4]);
+            }
+            for x in xs {
+                let p = pieces.breakpoints.iter().filter(|&&t| t < x).count();
+                let m = pieces.active.row(p);
+                // a_p + s_p x = b2 + W2^T (m (w1 x + b1))
+                let got = (&m * &(&f.w1 * x + &f.b1)).dot(&f.w2) + &f.b2;
+                let want = f.mlp(x).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                        "x = {x}: {g} vs {w}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -45,12 +45,24 @@ use crate::error::{ensure, ensure_positive, ensure_shape, invalid, Result};
 /// ```
 pub fn relative_index_matrix(lq: usize, lk: usize, max_relative: usize) -> Result<Array2<usize>> {
     ensure_queries_fit(lq, lk)?;
-    let k = max_relative as i64;
     Ok(Array2::from_shape_fn((lq, lk), |(i, j)| {
-        // clip(j - i, -k, k) + k
-        let r = j as i64 - query_position(i, lq, lk) as i64;
-        (r.clamp(-k, k) + k) as usize
+        relative_index(j as i64 - query_position(i, lq, lk) as i64, max_relative)
     }))
+}
+
+/// $\operatorname{clip}(r, -k, k) + k$ of one relative position $r = j - i$ (key − query):
+/// the table row of [`relative_index_matrix`].
+///
+/// # Examples
+/// ```
+/// use posenc::encodings::shaw::relative_index;
+/// assert_eq!(relative_index(-1, 1), 0);
+/// assert_eq!(relative_index(-9, 4), 0);
+/// assert_eq!(relative_index(2, 4), 6);
+/// ```
+pub fn relative_index(relative_position: i64, max_relative: usize) -> usize {
+    let k = max_relative as i64;
+    (relative_position.clamp(-k, k) + k) as usize
 }
 
 /// Gathers table rows by an index matrix: $A_{ij} = w_{\text{idx}_{ij}}$, `[Lq, Lk, d]`.

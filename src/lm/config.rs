@@ -28,9 +28,13 @@ pub const MAX_LAYERS: usize = 64;
 pub const MAX_WIDTH: usize = 16_384;
 /// Most attention heads.
 pub const MAX_HEADS: usize = 256;
-/// Longest sequence a model trains or is evaluated at (training length, evaluation lengths,
-/// absolute tables, relative distances): its $L \times L$ position objects stay near 1 GiB.
+/// Longest sequence a model trains at (training length, absolute tables, relative distances,
+/// the exported attention maps' length); evaluation goes to [`MAX_EVAL_LEN`].
 pub const MAX_LEN: usize = 16_384;
+/// Longest evaluation length: the fused attention's memory grows linearly in $L$, and
+/// `posenc eval` refuses a length whose pass will not fit in the memory available before it
+/// starts.
+pub const MAX_EVAL_LEN: usize = 65_536;
 /// Most trainable parameters (1 GiB of `f32` weights; Adam keeps three times that).
 pub const MAX_PARAMS: usize = 1 << 28;
 /// Most sequences per training step.

@@ -41,9 +41,11 @@ use crate::io::write_atomic;
 use crate::lm::checkpoint::CheckpointInfo;
 pub use crate::lm::config::{check_lengths, Mode};
 use crate::lm::data::{read_split, window_starts, TargetRegion};
+use crate::lm::memory::{available_bytes, eval_bytes, MemoryPlan};
 use crate::lm::model::{
     int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
 };
+use crate::lm::ops::is_flex;
 pub use crate::results::{PositionRow, ResultRow, WindowRow};
 
 /// RoPE scaling applied at inference.
@@ -157,11 +159,60 @@ impl EvalPlan {
     }
 }
 
+/// The memory of the largest evaluation pass `opts` asks of `model` ([`MemoryPlan`]): the
+/// longest window when one pass gives every length, else the largest of the passes per length;
+/// `None` off the CPU (a GPU's memory is not the system's).
+///
+/// # Errors
+/// As [`EvalPlan::new`].
+pub fn memory_plan(
+    model: &ModelConfig,
+    opts: &EvalOptions,
+    device: &Device,
+) -> Result<Option<MemoryPlan>> {
+    if !is_flex(device) {
+        return Ok(None);
+    }
+    let plan = EvalPlan::new(model, opts)?;
+    let kernels = Ops::new(opts.kernels, device).kernels();
+    let threads = rayon::current_num_threads();
+    let passes: Vec<usize> = if plan.one_pass {
+        opts.lengths.iter().max().copied().into_iter().collect()
+    } else {
+        opts.lengths.clone()
+    };
+    let l_max = opts.lengths.iter().max().copied().unwrap_or(1);
+    // windows a pass: the batch, or fewer where `max_bytes` holds fewer windows
+    let windows = |l: usize| {
+        let held = opts.max_bytes.map_or(usize::MAX, |n| {
+            let held = match opts.mode {
+                Mode::Nonoverlap => n.saturating_sub(l + 1) / l + 1,
+                Mode::Sliding => n.saturating_sub(l + 1) / (l / 2).max(1) + 1,
+                // at most the targets after T0 = l_max in chunks of ceil(l / 2)
+                Mode::Matched => n.saturating_sub(l_max).div_ceil(l.div_ceil(2).max(1)),
+            };
+            held.max(1)
+        });
+        batch_for(l).min(held)
+    };
+    let largest = passes
+        .into_iter()
+        .map(|l| (l, windows(l)))
+        .max_by_key(|&(l, b)| eval_bytes(model, l, b, kernels, threads));
+    Ok(largest.map(|(len, batch)| MemoryPlan {
+        len,
+        batch,
+        bytes: eval_bytes(model, len, batch, kernels, threads),
+        available: available_bytes(),
+    }))
+}
+
 /// Evaluates a model at every length of `opts`; returns one row per length (variant and
 /// checkpoint facts filled from `info` and `variant`).
 ///
 /// # Errors
-/// Bad lengths, an unreadable corpus, or a text too short for the longest window.
+/// Bad lengths, a pass that will not fit in the memory available ([`memory_plan`]), an
+/// unreadable corpus, or a text too short for the longest window.
 pub fn evaluate(
     model: &Lm,
     info: &CheckpointInfo,
@@ -185,6 +236,13 @@ pub fn evaluate_windows(
 ) -> Result<(Vec<ResultRow>, Vec<WindowRow>)> {
     let c = &info.model;
     check_lengths(&opts.lengths)?;
+    if let Some(plan) = memory_plan(c, opts, device)? {
+        if !plan.fits() {
+            return Err(Error::Conflict(format!(
+                "{plan}: not enough memory (evaluate shorter lengths)"
+            )));
+        }
+    }
     let text = read_split(&opts.corpus, &opts.split)?;
     let plan = EvalPlan::new(c, opts)?;
     let l_max = *opts.lengths.iter().max().unwrap_or(&1);
@@ -340,7 +398,7 @@ pub fn mean_and_std_error(windows: &[(f64, usize)]) -> (f64, f64, usize) {
 }
 
 /// Windows per forward pass at length `l` (about 8k positions, at least 1).
-fn batch_for(l: usize) -> usize {
+pub fn batch_for(l: usize) -> usize {
     (8192 / l).clamp(1, 64)
 }
 
@@ -436,5 +494,35 @@ mod tests {
         assert!((se - 1.0 / 3f64.sqrt()).abs() < 1e-12);
         // one window: no spread to estimate from
         assert_eq!(mean_and_std_error(&[(3.0, 2)]), (1.5, 0.0, 2));
+    }
+
+    /// [`memory_plan`] counts the windows `max_bytes` holds at 1024 bytes (a batch of 8):
+    /// nonoverlap every 1024 bytes after the first 1025, sliding every 512, matched the
+    /// targets after the longest length in chunks of 512; the batch without a budget.
+    #[test]
+    fn memory_plan_counts_the_windows_max_bytes_holds() {
+        let device = Device::flex();
+        let windows = |mode: Mode, max_bytes: Option<usize>| {
+            let opts = EvalOptions {
+                lengths: vec![1024],
+                mode,
+                max_bytes,
+                segment_bytes: 512,
+                split: "valid".to_string(),
+                scaling: None,
+                force_separate: false,
+                per_position: None,
+                progress: false,
+                corpus: PathBuf::new(),
+                kernels: Kernels::Fused,
+            };
+            let plan = memory_plan(&ModelConfig::default(), &opts, &device).unwrap();
+            plan.map(|p| (p.len, p.batch))
+        };
+        let budget = Some(3 * 1024 + 1);
+        assert_eq!(windows(Mode::Nonoverlap, budget), Some((1024, 3)));
+        assert_eq!(windows(Mode::Sliding, budget), Some((1024, 5)));
+        assert_eq!(windows(Mode::Matched, budget), Some((1024, 5)));
+        assert_eq!(windows(Mode::Matched, None), Some((1024, batch_for(1024))));
     }
 }

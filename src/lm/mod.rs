@@ -1,7 +1,8 @@
 //! The byte-level language model on [burn] that trains and measures every position scheme:
 //! its configuration ([`config`], serde types usable without the `train` feature), and, with
 //! `train`, the model ([`model`], one structure per scheme), its operations, composed and fused ([`ops`]),
-//! the corpus ([`data`]), training ([`train`]), evaluation ([`eval`]), the sweep behind the
+//! the corpus ([`data`]), training ([`train`]), evaluation ([`eval`]) and its memory check
+//! ([`memory`]), the sweep behind the
 //! results table ([`sweep`]), exports of learned position objects ([`export`]) and the
 //! on-disk checkpoint, written as one atomic unit ([`checkpoint`]).
 
@@ -14,6 +15,8 @@ pub mod data;
 pub mod eval;
 #[cfg(feature = "train")]
 pub mod export;
+#[cfg(feature = "train")]
+pub mod memory;
 #[cfg(feature = "train")]
 pub mod model;
 #[cfg(feature = "train")]

@@ -11,7 +11,9 @@ use posenc::io::csv::csv_bytes;
 use posenc::io::{ensure_writable, write_atomic};
 use posenc::lm::checkpoint::WeightDtype;
 use posenc::lm::data::{default_corpus_dir, read_split, TargetRegion};
-use posenc::lm::eval::{check_lengths, evaluate, write_csv, EvalOptions, InferenceScaling, Mode};
+use posenc::lm::eval::{
+    check_lengths, evaluate, memory_plan, write_csv, EvalOptions, InferenceScaling, Mode,
+};
 use posenc::lm::model::{Kernels, ModelConfig, Scheme};
 use posenc::lm::sweep::{plan_text, sweep as run_sweep, Selection, SweepConfig, SweepEval};
 use posenc::lm::train::{load_model, read_info, train as run_train, TrainConfig, TrainRun};
@@ -352,6 +354,13 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
         (None, None) => "base".to_string(),
         (None, Some(kind)) => format!("ft-{kind}"),
     };
+    // the memory the largest pass takes, said before it starts (evaluate refuses a pass that
+    // does not fit, in one line)
+    if let Some(plan) = memory_plan(&info.model, &opts, &device).map_err(err)? {
+        if !a.common.quiet && plan.fits() {
+            eprintln!("eval: {plan}");
+        }
+    }
     let rows = evaluate(&model, &info, &variant, &opts, &device).map_err(err)?;
     if let Some(path) = &a.csv {
         write_csv(path, &rows).map_err(err)?;

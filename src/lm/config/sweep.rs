@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::extension::{SweepBudget, SweepFinetune, SWEEP_RAMP};
-use super::{ModelConfig, Scheme, TrainConfig, WeightDtype, MAX_LEN};
+use super::{ModelConfig, Scheme, TrainConfig, WeightDtype, MAX_EVAL_LEN};
 use crate::encodings::rope::{RampBounds, ScalingKind};
 use crate::error::{ensure, invalid, Result};
 use crate::io::read_json;
@@ -75,12 +75,12 @@ crate::named::named!(Mode, "mode");
 /// # Errors
 /// [`crate::Error::InvalidParameter`] naming `lengths` and the bound.
 pub fn check_lengths(lengths: &[usize]) -> Result<()> {
-    let bad = lengths.iter().find(|&&l| l == 0 || l > MAX_LEN);
+    let bad = lengths.iter().find(|&&l| l == 0 || l > MAX_EVAL_LEN);
     if lengths.is_empty() || bad.is_some() {
         return Err(invalid(
             "lengths",
             bad.map_or_else(|| "[]".to_string(), ToString::to_string),
-            format!("one or more lengths, each from 1 to {MAX_LEN}"),
+            format!("one or more lengths, each from 1 to {MAX_EVAL_LEN}"),
         ));
     }
     Ok(())

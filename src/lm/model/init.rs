@@ -3,7 +3,7 @@
 
 use burn::module::Param;
 use burn::nn::Linear;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use ndarray::Array2;
 use ndarray_rand::rand::rngs::StdRng;
 use ndarray_rand::rand_distr::{Distribution, Uniform};
@@ -56,11 +56,4 @@ pub fn tensor2(a: &Array2<f32>, device: &Device) -> Tensor<2> {
         ),
         device,
     )
-}
-
-/// `[rows, cols]` index array to an integer tensor.
-pub fn index2(a: &Array2<usize>, device: &Device) -> Tensor<2, Int> {
-    let a = a.as_standard_layout();
-    let values: Vec<i64> = a.iter().map(|&x| x as i64).collect();
-    Tensor::from_data(TensorData::new(values, [a.nrows(), a.ncols()]), device)
 }

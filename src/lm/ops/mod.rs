@@ -12,10 +12,19 @@
 //! o_i = \sum_{j \le i} \alpha_{ij} v_j + \sum_{j \le i} \alpha_{ij} a^V_{ij}.
 //! ```
 //!
+//! Every position term is a compact object, linear in $L$: a bias per distance or a
+//! piecewise-linear function of a feature of the distance ($b$), tables read at the column of
+//! the distance, relative keys per distance and untied absolute rows ($t$, $a$), relative
+//! values per distance ($a^V$). The fused attention expands them inside its tiles and returns
+//! their gradients to them, so nothing of size $L \times L$ exists in training or evaluation;
+//! the reference expands them to `[.., L, L]` with burn's own operations (the specification).
+//!
 //! This module is a leaf of the crate's `lm` layer: it knows tensors, not schemes or models.
 
 pub mod fused;
 pub mod reference;
+
+use std::sync::Arc;
 
 use burn::backend::DispatchDevice;
 use burn::nn::{LayerNorm, Linear};
@@ -72,17 +81,6 @@ pub struct Ops {
     kernels: Kernels,
 }
 
-/// An additive score bias for the fused attention.
-#[derive(Debug, Clone)]
-pub enum AttentionBias {
-    /// None.
-    None,
-    /// `[H, L, L]`, the same for every sequence.
-    Heads(Tensor<3>),
-    /// `[B, H, L, L]`.
-    Batch(Tensor<4>),
-}
-
 /// A rotation of queries and keys, `[L, ·]` tables that are constants (no gradient).
 // one per layer and forward pass, moved, never stored in bulk: the larger variant costs nothing
 #[allow(clippy::large_enum_variant)]
@@ -133,13 +131,81 @@ impl Rotation {
     }
 }
 
-/// Relative value vectors $a^V_{ij} = w^V_{\text{index}_{ij}}$ (Shaw et al.).
+/// A column per distance: entry $d$ is the column that the pairs at distance $i - j = d$
+/// read ($d = 0..L$; causal attention sees no other), a constant kept on the host.
+pub type DistanceIndex = Arc<[usize]>;
+
+/// A table per sequence and head read at the column of the distance,
+/// $g_{r,\,\text{index}(i-j)}$ with $r$ the query's row or the key's row.
+#[derive(Debug, Clone)]
+pub struct Gathered {
+    /// $g$, `[B, H, L, R]`.
+    pub table: Tensor<4>,
+    /// $\text{index}(d)$, entries below `R`.
+    pub index: DistanceIndex,
+}
+
+/// Relative keys per distance: $t_{ij} = \hat q_i \cdot \rho_{i-j}$.
+#[derive(Debug, Clone)]
+pub struct DistanceKeys {
+    /// $\hat q$, `[B, H, L, d_h]`.
+    pub queries: Tensor<4>,
+    /// $\rho_d$ for distances $d = 0..L$, `[H, L, d_h]`.
+    pub keys: Tensor<3>,
+}
+
+/// An untied absolute term shared by the batch, $a_{ij} = p^Q_i \cdot p^K_j$.
+#[derive(Debug, Clone)]
+pub struct Untied {
+    /// $p^Q$, `[H, L, d_h]`.
+    pub queries: Tensor<3>,
+    /// $p^K$, `[H, L, d_h]`.
+    pub keys: Tensor<3>,
+}
+
+/// A content-free bias $b_{ij}$ as a function of the distance $i - j$ (and, piecewise, of the
+/// query's row): linear in $L$.
+// one per layer and forward pass, moved, never stored in bulk: the larger variant costs nothing
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum PositionBias {
+    /// $b_{ij} = \beta_{h,\,i-j}$, `[H, L]` (distances $0..L$).
+    Distance(Tensor<2>),
+    /// $b_{ij} = f_h(\psi_{i-j}\,\nu_i)$ with $f_h$ piecewise linear.
+    Piecewise(PiecewiseBias),
+}
+
+/// $f_h(x) = a_{h,p} + s_{h,p}\,x$ on piece $p = \#\{k : t_k < x\}$, at
+/// $x_{ij} = \psi_{i-j}\,\nu_i$ (computed in `f32` as that product).
+#[derive(Debug, Clone)]
+pub struct PiecewiseBias {
+    /// $\psi_d$, distances $d = 0..L$.
+    pub feature: Arc<[f32]>,
+    /// $\nu_i$, queries $i = 0..L$.
+    pub row_scale: Arc<[f32]>,
+    /// $t_1 \le \dots \le t_{P-1}$.
+    pub breakpoints: Arc<[f32]>,
+    /// $a_{h,p}$, `[H, P]`.
+    pub intercepts: Tensor<2>,
+    /// $s_{h,p}$, `[H, P]`.
+    pub slopes: Tensor<2>,
+}
+
+impl PiecewiseBias {
+    /// $x_{ij} = \psi_{\max(i-j, 0)}\,\nu_i$ and its piece, for query `i`, key `j`.
+    pub fn at(&self, i: usize, j: usize) -> (f32, usize) {
+        let x = self.feature[i.saturating_sub(j)] * self.row_scale[i];
+        (x, self.breakpoints.iter().filter(|&&t| t < x).count())
+    }
+}
+
+/// Relative value vectors per distance, $a^V_{ij} = w^V_{\text{index}(i-j)}$ (Shaw et al.).
 #[derive(Debug, Clone)]
 pub struct RelativeValues {
     /// $w^V$, `[R, d_h]`, shared by the heads.
     pub table: Tensor<2>,
-    /// The row of each (query, key), `[L, L]`, entries below `R`.
-    pub index: Tensor<2, Int>,
+    /// $\text{index}(d)$, entries below `R`.
+    pub index: DistanceIndex,
 }
 
 /// What a position scheme adds to causal attention (the symbols of the module formula); a
@@ -150,12 +216,19 @@ pub struct ScoreTerms {
     pub rotation: Option<Rotation>,
     /// $u$, added to the queries of the content score (Transformer-XL), `[H, d_h]`.
     pub content_bias: Option<Tensor<2>>,
-    /// $t_{ij}$, a content-dependent score (Shaw, Transformer-XL, DeBERTa), `[B, H, L, L]`.
-    pub relative: Option<Tensor<4>>,
-    /// $a_{ij}$, a content-free score scaled like $q \cdot k$ (TUPE's untied term), `[H, L, L]`.
-    pub absolute: Option<Tensor<3>>,
-    /// $b_{ij}$, a content-free bias added after scaling (T5, ALiBi, Kerple, FIRE), `[H, L, L]`.
-    pub bias: Option<Tensor<3>>,
+    /// $t_{ij} \mathrel{+}= g_{i,\,\text{index}(i-j)}$, a table in the query's row (Shaw's
+    /// keys, DeBERTa's c2p).
+    pub query_table: Option<Gathered>,
+    /// $t_{ij} \mathrel{+}= g_{j,\,\text{index}(i-j)}$, a table in the key's row (DeBERTa's
+    /// p2c).
+    pub key_table: Option<Gathered>,
+    /// $t_{ij} \mathrel{+}= \hat q_i \cdot \rho_{i-j}$ (Transformer-XL).
+    pub distance_keys: Option<DistanceKeys>,
+    /// $a_{ij} = p^Q_i \cdot p^K_j$, a content-free score scaled like $q \cdot k$ (TUPE's
+    /// untied term).
+    pub untied: Option<Untied>,
+    /// $b_{ij}$, a content-free bias added after scaling (T5, ALiBi, Kerple, FIRE, TUPE).
+    pub bias: Option<PositionBias>,
     /// $a^V_{ij}$, relative value vectors (Shaw).
     pub values: Option<RelativeValues>,
 }
@@ -202,12 +275,9 @@ impl Ops {
     }
 
     /// Causal attention of `q, k, v [B, H, L, d_h]` with a scheme's `terms` and scale $c$
-    /// (the module formula), `[B, H, L, d_h]`. Fused: rotations applied to $q, k$ first, $u$
-    /// added to the queries, every other score term folded into one additive bias
-    /// $c\,(t_{ij} + a_{ij}) + b_{ij}$ (`[H, L, L]` when it does not depend on the content,
-    /// `[B, H, L, L]` otherwise) whose gradient flows back to the scheme's parameters, and
-    /// relative values added inside the attention. Reference:
-    /// [`reference::attention_parts`].
+    /// (the module formula), `[B, H, L, d_h]`: [`fused::attention`] (every position term
+    /// expanded inside the tiles, its gradient returned to its own compact object) or the
+    /// composed [`reference::attention_parts`].
     pub fn attention(
         self,
         q: Tensor<4>,
@@ -216,43 +286,10 @@ impl Ops {
         terms: ScoreTerms,
         scale: f32,
     ) -> Tensor<4> {
-        if !self.fused() {
-            return reference::attention_parts(q, k, v, terms, scale).output;
-        }
-        let [_, h, _, dh] = q.dims();
-        // xPos: queries and keys rotated and permuted alike (q' . k' unchanged)
-        let (q, k) = match &terms.rotation {
-            Some(rotation) => rotation.apply(q, k, fused::rope_half, fused::rotate_pairs),
-            None => (q, k),
-        };
-        // content-free part of the bias, [H, L, L]: b_ij + c a_ij
-        let heads = match (terms.bias, terms.absolute) {
-            (Some(b), Some(a)) => Some(b + a.mul_scalar(scale)),
-            (None, Some(a)) => Some(a.mul_scalar(scale)),
-            (b, None) => b,
-        };
-        let bias = match (terms.relative, heads) {
-            (Some(t), Some(b)) => AttentionBias::Batch(t.mul_scalar(scale) + b.unsqueeze::<4>()),
-            (Some(t), None) => AttentionBias::Batch(t.mul_scalar(scale)),
-            (None, Some(b)) => AttentionBias::Heads(b),
-            (None, None) => AttentionBias::None,
-        };
-        // (q_i + u) . k_j
-        let q = match terms.content_bias {
-            Some(u) => q + u.reshape([1, h, 1, dh]),
-            None => q,
-        };
-        match (terms.values, bias) {
-            (Some(values), bias) => {
-                let [b, _, l, _] = k.dims();
-                let bias = match bias {
-                    AttentionBias::Batch(t) => t,
-                    AttentionBias::Heads(t) => t.unsqueeze::<4>().expand([b, h, l, l]),
-                    AttentionBias::None => Tensor::zeros([b, h, l, l], &q.device()),
-                };
-                fused::attention_relative_values(q, k, v, bias, values.table, &values.index, scale)
-            }
-            (None, bias) => fused::attention(q, k, v, bias, scale),
+        if self.fused() {
+            fused::attention(q, k, v, terms, scale)
+        } else {
+            reference::attention_parts(q, k, v, terms, scale).output
         }
     }
 
@@ -297,20 +334,6 @@ impl Ops {
             fused::nll(logits, targets)
         } else {
             reference::nll(logits, targets)
-        }
-    }
-
-    /// The relative-position gather ([`reference::relative_gather`]).
-    pub fn relative_gather(
-        self,
-        a: Tensor<4>,
-        index: &Tensor<2, Int>,
-        transposed: bool,
-    ) -> Tensor<4> {
-        if self.fused() {
-            fused::relative_gather(a, index, transposed)
-        } else {
-            reference::relative_gather(a, index, transposed)
         }
     }
 }

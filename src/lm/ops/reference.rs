@@ -4,9 +4,9 @@
 
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::activation::{gelu as burn_gelu, log_softmax, softmax};
-use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor};
+use burn::tensor::{Bool, Device, IndexingUpdateOp, Int, Tensor, TensorData};
 
-use super::{AttentionBias, AttentionParts, ScoreTerms};
+use super::{AttentionParts, DistanceKeys, Gathered, PositionBias, ScoreTerms};
 
 /// $xW + b$ (`linear.forward`).
 pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
@@ -110,7 +110,7 @@ pub fn relative_gather(a: Tensor<4>, index: &Tensor<2, Int>, transposed: bool) -
 }
 
 /// `true` above the diagonal (future keys, masked), broadcast to `[B, H, L, L]`.
-fn causal_mask(b: usize, h: usize, l: usize, device: &burn::tensor::Device) -> Tensor<4, Bool> {
+fn causal_mask(b: usize, h: usize, l: usize, device: &Device) -> Tensor<4, Bool> {
     Tensor::<2, Bool>::tril_mask([l, l], 0, device)
         .unsqueeze::<4>()
         .expand([b, h, l, l])
@@ -138,48 +138,67 @@ fn relative_value_term(probs: &Tensor<4>, table: Tensor<2>, index: &Tensor<2, In
     per_row.matmul(table.unsqueeze::<4>())
 }
 
-/// Causal attention of `q, k, v [B, H, L, D]` with an additive bias,
-/// $\operatorname{softmax}(c\,QK^\top + b)V$: matmul, mask, softmax, matmul.
-pub fn attention(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    bias: AttentionBias,
-    scale: f32,
-) -> Tensor<4> {
-    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
-    match bias {
-        AttentionBias::None => {}
-        AttentionBias::Heads(bias) => scores = scores + bias.unsqueeze::<4>(),
-        AttentionBias::Batch(bias) => scores = scores + bias,
-    }
-    causal_softmax(scores).matmul(v)
+/// `[L, L]` entries `f(max(i - j, 0))` of a function of the distance, for gathers and selects
+/// (above the diagonal: distance 0, masked anyway).
+fn of_distance(l: usize, f: impl Fn(usize) -> usize, device: &Device) -> Tensor<2, Int> {
+    let values: Vec<i64> = (0..l * l)
+        .map(|e| f((e / l).saturating_sub(e % l)) as i64)
+        .collect();
+    Tensor::from_data(TensorData::new(values, [l, l]), device)
 }
 
-/// Causal attention with a per-sequence score bias `[B, H, L, L]` and relative value vectors
-/// `table [R, D]` at `index [L, L]` (Shaw et al.):
-///
-/// ```math
-/// o_i = \sum_{j \le i} \alpha_{ij} \big(v_j + a^V_{\text{index}_{ij}}\big), \qquad
-/// \alpha_{ij} = \operatorname{softmax}_j(c\, q_i \cdot k_j + b_{ij}).
-/// ```
-#[allow(clippy::too_many_arguments)]
-pub fn attention_relative_values(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    bias: Tensor<4>,
-    table: Tensor<2>,
-    index: &Tensor<2, Int>,
-    scale: f32,
-) -> Tensor<4> {
-    let probs = causal_softmax(q.matmul(k.swap_dims(2, 3)).mul_scalar(scale) + bias);
-    let values = relative_value_term(&probs, table, index);
-    probs.matmul(v) + values
+/// A bias per distance or piecewise, as the `[H, L, L]` matrix it stands for:
+/// $\beta_{h,\,i-j}$, or $a_{h,p} + s_{h,p}\,x_{ij}$ at the piece $p$ of
+/// $x_{ij} = \psi_{i-j}\nu_i$ (selects of the compact objects, so the gradient flows back to
+/// them).
+pub fn position_bias(bias: PositionBias, l: usize) -> Tensor<3> {
+    match bias {
+        PositionBias::Distance(beta) => {
+            let h = beta.dims()[0];
+            let device = beta.device();
+            beta.select(1, of_distance(l, |d| d, &device).reshape([l * l]))
+                .reshape([h, l, l])
+        }
+        PositionBias::Piecewise(p) => {
+            let h = p.intercepts.dims()[0];
+            let device = p.intercepts.device();
+            let (x, piece): (Vec<f32>, Vec<i64>) = (0..l * l)
+                .map(|e| {
+                    let (x, piece) = p.at(e / l, e % l);
+                    (x, piece as i64)
+                })
+                .unzip();
+            let piece = Tensor::<1, Int>::from_data(TensorData::new(piece, [l * l]), &device);
+            let x = Tensor::<2>::from_data(TensorData::new(x, [1, l * l]), &device);
+            // a_{h, p_ij} + s_{h, p_ij} x_ij, [H, L*L]
+            (p.intercepts.select(1, piece.clone()) + p.slopes.select(1, piece) * x)
+                .reshape([h, l, l])
+        }
+    }
+}
+
+/// A table read at the column of the distance, `[B, H, L, L]`: $g_{i,\,\text{index}(i-j)}$,
+/// or $g_{j,\,\text{index}(i-j)}$ when `key_rows` ([`relative_gather`]).
+pub fn gathered(g: Gathered, key_rows: bool) -> Tensor<4> {
+    let l = g.table.dims()[2];
+    let index = of_distance(l, |d| g.index[d], &g.table.device());
+    relative_gather(g.table, &index, key_rows)
+}
+
+/// Relative keys per distance, `[B, H, L, L]`: $\hat q_i \cdot \rho_d$ for every distance
+/// (a product), then gathered at $d = i - j$.
+pub fn distance_keys(dk: DistanceKeys) -> Tensor<4> {
+    let l = dk.queries.dims()[2];
+    let device = dk.queries.device();
+    // q^_i . rho_d, [B, H, L, L(d)]
+    let raw = dk.queries.matmul(dk.keys.swap_dims(1, 2).unsqueeze::<4>());
+    relative_gather(raw, &of_distance(l, |d| d, &device), false)
 }
 
 /// The model's causal attention with a scheme's terms ([`super::Ops::attention`]'s formula),
-/// every intermediate kept: rotate, score, scale, bias, mask, softmax, weigh the values.
+/// every intermediate kept: rotate, score, scale, bias, mask, softmax, weigh the values. The
+/// compact terms are expanded to `[.., L, L]` first ([`position_bias`], [`gathered`],
+/// [`distance_keys`], $p^Q P^{K\top}$).
 pub fn attention_parts(
     q: Tensor<4>,
     k: Tensor<4>,
@@ -199,22 +218,29 @@ pub fn attention_parts(
         None => q.matmul(kt),
     };
     // + t_ij + a_ij
-    if let Some(t) = terms.relative {
-        scores = scores + t;
+    if let Some(g) = terms.query_table {
+        scores = scores + gathered(g, false);
     }
-    if let Some(a) = terms.absolute {
-        scores = scores + a.unsqueeze::<4>();
+    if let Some(g) = terms.key_table {
+        scores = scores + gathered(g, true);
+    }
+    if let Some(dk) = terms.distance_keys {
+        scores = scores + distance_keys(dk);
+    }
+    if let Some(u) = terms.untied {
+        scores = scores + u.queries.matmul(u.keys.swap_dims(1, 2)).unsqueeze::<4>();
     }
     // c (...) + b_ij
     scores = scores.mul_scalar(scale);
     if let Some(bias) = terms.bias {
-        scores = scores + bias.unsqueeze::<4>();
+        scores = scores + position_bias(bias, l).unsqueeze::<4>();
     }
     let scores = scores.mask_fill(causal_mask(b, h, l, &v.device()), f32::NEG_INFINITY);
     let probs = softmax(scores.clone(), 3);
     let mut output = probs.clone().matmul(v);
     if let Some(values) = terms.values {
-        output = output + relative_value_term(&probs, values.table, &values.index);
+        let index = of_distance(l, |d| values.index[d], &probs.device());
+        output = output + relative_value_term(&probs, values.table, &index);
     }
     AttentionParts {
         scores,

@@ -208,7 +208,7 @@ mod tests {
             c.validate().unwrap_err().to_string()
         };
         assert!(bad(r#"{"eval": {"lengths": [0]}}"#).contains("lengths"));
-        assert!(bad(r#"{"eval": {"lengths": [200000]}}"#).contains("16384"));
+        assert!(bad(r#"{"eval": {"lengths": [200000]}}"#).contains("65536"));
         assert!(bad(r#"{"train": {"batch": 0}}"#).contains("invalid batch = 0"));
         assert!(bad(r#"{"train": {"lr": -1}}"#).contains("invalid lr = -1"));
         assert!(bad(r#"{"eval": {"max_bytes": 100}}"#).contains("max_bytes"));

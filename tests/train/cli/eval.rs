@@ -161,11 +161,25 @@ fn eval_and_export_check_their_inputs_and_outputs_before_work() {
                 "--max-bytes",
                 "0",
             ][..],
-            "invalid lengths = 200000: allowed is one or more lengths, each from 1 to 16384",
+            "invalid lengths = 200000: allowed is one or more lengths, each from 1 to 65536",
         ),
         (
             &["eval", "--checkpoint", out_arg, "--lengths", "0"],
             "invalid lengths = 0",
+        ),
+        // the composed reference at 65,536 bytes: [B, H, L, L] tensors of hundreds of GiB
+        (
+            &[
+                "eval",
+                "--checkpoint",
+                out_arg,
+                "--lengths",
+                "65536",
+                "--kernels",
+                "reference",
+                "--quiet",
+            ],
+            "length 65536 (1 window a pass) needs about",
         ),
         (
             &["eval", "--checkpoint", out_arg, "--csv", unwritable],

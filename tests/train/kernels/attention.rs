@@ -1,228 +1,317 @@
-//! Attention, fused against the composed reference: without a bias, with a bias per head or
-//! per sequence, and with Shaw's relative values.
+//! Attention, fused against the composed reference, for every position term the schemes hand
+//! over: a bias per distance, a piecewise-linear bias, tables read in the query's and in the
+//! key's row, relative keys per distance, untied absolute terms, relative values per
+//! distance, the content bias, and the schemes' combinations; values and the gradients of
+//! $q, k, v$ and of every term's own compact tensors, at lengths across the 32-row tile;
+//! then central finite differences of each term's gradient on the fused path.
 
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use std::sync::Arc;
+
+use burn::tensor::{Device, Gradients, Tensor, TensorData};
 use posenc::lm::model::to_vec;
-use posenc::lm::ops::{fused, reference, AttentionBias};
+use posenc::lm::ops::{
+    fused, reference, DistanceKeys, Gathered, PiecewiseBias, PositionBias, RelativeValues,
+    ScoreTerms, Untied,
+};
 
-use super::{assert_close, check_finite_differences, tensor, weighted_sum};
+use super::{assert_close, check_finite_differences, weighted_sum};
 use crate::support::uniform;
 
-#[derive(Clone, Copy, Debug)]
-enum BiasKind {
-    None,
-    Heads,
-    Batch,
+/// A tensor of any rank that records its gradient.
+#[derive(Clone)]
+enum Leaf {
+    T2(Tensor<2>),
+    T3(Tensor<3>),
+    T4(Tensor<4>),
 }
 
-/// Output and gradients (q, k, v, bias) of attention on one path.
-fn attention_case(
-    fused: bool,
-    [b, h, l, d]: [usize; 4],
-    kind: BiasKind,
-    device: &Device,
-) -> Vec<Vec<f32>> {
-    let q = tensor([b, h, l, d], 1, 1.0, device);
-    let k = tensor([b, h, l, d], 2, 1.0, device);
-    let v = tensor([b, h, l, d], 3, 1.0, device);
-    let heads = tensor([h, l, l], 4, 2.0, device);
-    let batch = tensor([b, h, l, l], 5, 2.0, device);
-    let bias = match kind {
-        BiasKind::None => AttentionBias::None,
-        BiasKind::Heads => AttentionBias::Heads(heads.clone()),
-        BiasKind::Batch => AttentionBias::Batch(batch.clone()),
-    };
-    let scale = 1.0 / (d as f32).sqrt();
-    let f = if fused {
-        fused::attention
-    } else {
-        reference::attention
-    };
-    let out = f(q.clone(), k.clone(), v.clone(), bias, scale);
-    let grads = weighted_sum(out.clone(), 6).backward();
-    let mut all = vec![
-        to_vec(out),
-        to_vec(q.grad(&grads).unwrap()),
-        to_vec(k.grad(&grads).unwrap()),
-        to_vec(v.grad(&grads).unwrap()),
-    ];
-    match kind {
-        BiasKind::None => {}
-        BiasKind::Heads => all.push(to_vec(heads.grad(&grads).unwrap())),
-        BiasKind::Batch => all.push(to_vec(batch.grad(&grads).unwrap())),
+impl Leaf {
+    fn grad(&self, g: &Gradients) -> Vec<f32> {
+        match self {
+            Leaf::T2(t) => to_vec(t.grad(g).expect("a gradient")),
+            Leaf::T3(t) => to_vec(t.grad(g).expect("a gradient")),
+            Leaf::T4(t) => to_vec(t.grad(g).expect("a gradient")),
+        }
     }
-    all
 }
+
+/// One problem: $q, k, v$, the terms, and every leaf ($q, k, v$ first) with its name.
+struct Case {
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    terms: ScoreTerms,
+    leaves: Vec<(&'static str, Leaf, Vec<f32>)>,
+    scale: f32,
+}
+
+/// The leaves' values come from seeds, so that two builds of one problem are equal; `set`
+/// replaces the values of leaf `n` (for finite differences).
+struct Builder<'a> {
+    device: &'a Device,
+    leaves: Vec<(&'static str, Leaf, Vec<f32>)>,
+    set: Option<(usize, &'a [f32])>,
+}
+
+impl Builder<'_> {
+    fn values(&mut self, n: usize, seed: u64, scale: f32) -> Vec<f32> {
+        match self.set {
+            Some((at, v)) if at == self.leaves.len() => v.to_vec(),
+            _ => uniform(n, seed, scale),
+        }
+    }
+
+    fn t2(&mut self, name: &'static str, shape: [usize; 2], seed: u64, scale: f32) -> Tensor<2> {
+        let v = self.values(shape.iter().product(), seed, scale);
+        let t = Tensor::from_data(TensorData::new(v.clone(), shape), self.device).require_grad();
+        self.leaves.push((name, Leaf::T2(t.clone()), v));
+        t
+    }
+
+    fn t3(&mut self, name: &'static str, shape: [usize; 3], seed: u64, scale: f32) -> Tensor<3> {
+        let v = self.values(shape.iter().product(), seed, scale);
+        let t = Tensor::from_data(TensorData::new(v.clone(), shape), self.device).require_grad();
+        self.leaves.push((name, Leaf::T3(t.clone()), v));
+        t
+    }
+
+    fn t4(&mut self, name: &'static str, shape: [usize; 4], seed: u64, scale: f32) -> Tensor<4> {
+        let v = self.values(shape.iter().product(), seed, scale);
+        let t = Tensor::from_data(TensorData::new(v.clone(), shape), self.device).require_grad();
+        self.leaves.push((name, Leaf::T4(t.clone()), v));
+        t
+    }
+}
+
+/// $\text{index}(d) = k - \min(d, k)$, $k = 5$ (Shaw's clipped index from the past): 11 rows.
+fn clipped(l: usize) -> (usize, Arc<[usize]>) {
+    (11, (0..l).map(|d| 5 - d.min(5)).collect())
+}
+
+/// $\lfloor\sqrt d\rfloor + 2$ clipped to 9 (a log-like bucket): 10 rows.
+fn root(l: usize) -> (usize, Arc<[usize]>) {
+    (
+        10,
+        (0..l)
+            .map(|d| ((d as f64).sqrt() as usize + 2).min(9))
+            .collect(),
+    )
+}
+
+/// The problem `label` (terms joined by `+`) of `[B, H, L, D]`.
+fn case(
+    label: &str,
+    [b, h, l, d]: [usize; 4],
+    device: &Device,
+    set: Option<(usize, &[f32])>,
+) -> Case {
+    let has = |term: &str| label.split('+').any(|t| t == term);
+    let mut x = Builder {
+        device,
+        leaves: Vec::new(),
+        set,
+    };
+    let q = x.t4("q", [b, h, l, d], 1, 1.0);
+    let k = x.t4("k", [b, h, l, d], 2, 1.0);
+    let v = x.t4("v", [b, h, l, d], 3, 1.0);
+    let mut terms = ScoreTerms::default();
+    if has("u") {
+        terms.content_bias = Some(x.t2("u", [h, d], 4, 0.5));
+    }
+    if has("distance") {
+        terms.bias = Some(PositionBias::Distance(x.t2("beta", [h, l], 5, 2.0)));
+    }
+    if has("piecewise") {
+        // x = ln(1 + 0.1 d) / ln(1 + 0.1 max(16, i)); breakpoints inside [0, 1], two equal
+        let feature: Arc<[f32]> = (0..l).map(|d| (0.1 * d as f64).ln_1p() as f32).collect();
+        let row_scale: Arc<[f32]> = (0..l)
+            .map(|i| (1.0 / (0.1 * i.max(16) as f64).ln_1p()) as f32)
+            .collect();
+        let breakpoints: Arc<[f32]> = Arc::new([0.1, 0.3, 0.3, 0.55, 0.8]);
+        let p = breakpoints.len() + 1;
+        terms.bias = Some(PositionBias::Piecewise(PiecewiseBias {
+            feature,
+            row_scale,
+            breakpoints,
+            intercepts: x.t2("intercepts", [h, p], 6, 1.0),
+            slopes: x.t2("slopes", [h, p], 7, 2.0),
+        }));
+    }
+    if has("query") {
+        let (rows, index) = clipped(l);
+        terms.query_table = Some(Gathered {
+            table: x.t4("query table", [b, h, l, rows], 8, 1.0),
+            index,
+        });
+    }
+    if has("key") {
+        let (rows, index) = root(l);
+        terms.key_table = Some(Gathered {
+            table: x.t4("key table", [b, h, l, rows], 9, 1.0),
+            index,
+        });
+    }
+    if has("rho") {
+        terms.distance_keys = Some(DistanceKeys {
+            queries: x.t4("relative queries", [b, h, l, d], 10, 1.0),
+            keys: x.t3("relative keys", [h, l, d], 11, 1.0),
+        });
+    }
+    if has("untied") {
+        terms.untied = Some(Untied {
+            queries: x.t3("untied queries", [h, l, d], 12, 1.0),
+            keys: x.t3("untied keys", [h, l, d], 13, 1.0),
+        });
+    }
+    if has("values") {
+        let (rows, index) = clipped(l);
+        terms.values = Some(RelativeValues {
+            table: x.t2("value table", [rows, d], 14, 1.0),
+            index,
+        });
+    }
+    Case {
+        q,
+        k,
+        v,
+        terms,
+        leaves: x.leaves,
+        scale: 1.0 / (d as f32).sqrt(),
+    }
+}
+
+impl Case {
+    /// The attention output on one path.
+    fn output(&self, fused: bool) -> Tensor<4> {
+        let (q, k, v, terms) = (
+            self.q.clone(),
+            self.k.clone(),
+            self.v.clone(),
+            self.terms.clone(),
+        );
+        if fused {
+            fused::attention(q, k, v, terms, self.scale)
+        } else {
+            reference::attention_parts(q, k, v, terms, self.scale).output
+        }
+    }
+
+    /// The output and the gradient of every leaf, on one path.
+    fn run(&self, fused: bool) -> Vec<(String, Vec<f32>)> {
+        let out = self.output(fused);
+        let grads = weighted_sum(out.clone(), 20).backward();
+        let mut all = vec![("output".to_string(), to_vec(out))];
+        for (name, leaf, _) in &self.leaves {
+            all.push((format!("d{name}"), leaf.grad(&grads)));
+        }
+        all
+    }
+}
+
+/// The problems: each term alone, the schemes' combinations (Shaw: query table and values;
+/// DeBERTa: both tables; Transformer-XL: content bias and relative keys; TUPE: untied terms
+/// and a bias per distance), and every term at once.
+const LABELS: [&str; 13] = [
+    "none",
+    "u",
+    "distance",
+    "piecewise",
+    "query",
+    "key",
+    "rho",
+    "untied",
+    "values",
+    "query+values",
+    "query+key",
+    "u+rho",
+    "piecewise+query+key+rho+untied+values+u",
+];
 
 #[test]
 fn fused_attention_matches_reference_values_and_gradients() {
     let device = Device::flex().autodiff();
-    let names = ["output", "dq", "dk", "dv", "dbias"];
-    // lengths below, at and across the 32-row tile; one head dimension of 8, one of 32
-    for dims in [[2, 3, 1, 8], [2, 2, 45, 8], [1, 2, 70, 32], [3, 1, 32, 16]] {
-        for kind in [BiasKind::None, BiasKind::Heads, BiasKind::Batch] {
-            let fused = attention_case(true, dims, kind, &device);
-            let reference = attention_case(false, dims, kind, &device);
+    // lengths below, across and at multiples of the 32-row tile
+    for dims in [[2, 3, 1, 8], [2, 2, 45, 8], [1, 2, 70, 16], [3, 1, 64, 4]] {
+        for label in LABELS {
+            let c = case(label, dims, &device, None);
+            let (fused, reference) = (c.run(true), c.run(false));
             assert_eq!(fused.len(), reference.len());
-            for (i, (a, b)) in fused.iter().zip(&reference).enumerate() {
-                assert_close(&format!("attention {dims:?} {kind:?} {}", names[i]), a, b);
+            for ((name, a), (_, r)) in fused.iter().zip(&reference) {
+                assert_close(&format!("attention {dims:?} {label} {name}"), a, r);
             }
         }
     }
 }
 
+/// Central differences of the fused loss at a few entries of every term's tensors (and of
+/// $q$, $k$, $v$) against the fused gradient, at a length across the tile (the key table also
+/// at one where its index has a run of one column: the transposed layout).
 #[test]
 fn fused_attention_gradients_match_finite_differences() {
-    // f64-free check: central differences in f32 with a step large enough for the rounding,
-    // on a few entries of every input
     let device = Device::flex().autodiff();
     let dims = [1, 2, 37, 8];
-    let [b, h, l, d] = dims;
-    let scale = 1.0 / (d as f32).sqrt();
-    let base: Vec<Vec<f32>> = vec![
-        uniform(b * h * l * d, 1, 1.0),
-        uniform(b * h * l * d, 2, 1.0),
-        uniform(b * h * l * d, 3, 1.0),
-        uniform(h * l * l, 4, 2.0),
-    ];
-    let loss = |inputs: &[Vec<f32>]| -> f64 {
-        let t4 = |v: &Vec<f32>| Tensor::<4>::from_data(TensorData::new(v.clone(), dims), &device);
-        let bias = Tensor::<3>::from_data(TensorData::new(inputs[3].clone(), [h, l, l]), &device);
-        let out = fused::attention(
-            t4(&inputs[0]),
-            t4(&inputs[1]),
-            t4(&inputs[2]),
-            AttentionBias::Heads(bias),
-            scale,
-        );
-        f64::from(to_vec(weighted_sum(out, 6))[0])
-    };
-    let analytic = attention_case(true, dims, BiasKind::Heads, &device);
-    let mut worst = 0.0f64;
-    for (input, grad) in (0..4).zip(&analytic[1..]) {
-        let n = base[input].len();
-        for index in (0..n).step_by(n / 7 + 1) {
-            let eps = 1e-2f32;
-            let mut plus = base.clone();
-            plus[input][index] += eps;
-            let mut minus = base.clone();
-            minus[input][index] -= eps;
-            let fd = (loss(&plus) - loss(&minus)) / (2.0 * f64::from(eps));
-            let ad = f64::from(grad[index]);
-            let err = (fd - ad).abs();
-            assert!(
-                err <= 2e-3 + 1e-2 * ad.abs(),
-                "input {input}[{index}]: fused {ad:.6}, finite difference {fd:.6}"
-            );
-            worst = worst.max(err);
-        }
+    let label = "piecewise+query+key+rho+untied+values+u";
+    let base = case(label, dims, &device, None);
+    let analytic = base.run(true);
+    for (n, (name, _, x)) in base.leaves.iter().enumerate() {
+        let loss = |v: &[f32]| {
+            let c = case(label, dims, &device, Some((n, v)));
+            f64::from(to_vec(weighted_sum(c.output(true), 20))[0])
+        };
+        check_finite_differences(name, x, &analytic[n + 1].1, loss, 1e-2);
     }
-    println!("fused attention: max |gradient - finite difference| {worst:.1e}");
+    // a bias per distance, alone (the piecewise bias above takes the bias's place); the key
+    // table at a length where its index has a run of one column (read transposed, where at
+    // 37 it is read key by key)
+    for (label, dims) in [("distance", dims), ("key", [1, 2, 70, 8])] {
+        let base = case(label, dims, &device, None);
+        let analytic = base.run(true);
+        let (name, _, x) = &base.leaves[3];
+        let loss = |v: &[f32]| {
+            let c = case(label, dims, &device, Some((3, v)));
+            f64::from(to_vec(weighted_sum(c.output(true), 20))[0])
+        };
+        check_finite_differences(name, x, &analytic[4].1, loss, 1e-2);
+    }
 }
 
-/// Attention with Shaw's relative values, fused against the composed reference (softmax,
-/// scatter of the weights per table row, two products): output and the gradients of q, k, v,
-/// the bias and the table, at lengths across the 32-row tile and with Shaw's clipped index
-/// (many keys per table row); then central differences of the table's and the bias's gradients.
+/// Relative keys per distance as the attention reads them, $\hat q_i \cdot \rho_{i-j}$
+/// ([`reference::distance_keys`]), equal Transformer-XL's own computation on and below the
+/// diagonal (the part the causal mask keeps): the products with the distances in the paper's
+/// order $L-1, \dots, 0$, then its pad-reshape-slice `rel_shift`.
 #[test]
-fn fused_attention_with_relative_values_matches_reference() {
-    use posenc::encodings::shaw::relative_index_matrix;
-    let device = Device::flex().autodiff();
-    let names = ["output", "dq", "dk", "dv", "dbias", "dtable"];
-    for ([b, h, l, d], clip) in [([2, 2, 5, 8], 2), ([1, 3, 45, 16], 4), ([2, 1, 70, 8], 32)] {
-        let idx: Vec<i64> = relative_index_matrix(l, l, clip)
-            .unwrap()
-            .iter()
-            .map(|&c| c as i64)
-            .collect();
-        let index = Tensor::<2, Int>::from_data(TensorData::new(idx, [l, l]), &device);
-        let rows = 2 * clip + 1;
-        let run = |fused: bool| {
-            let q = tensor([b, h, l, d], 71, 1.0, &device);
-            let k = tensor([b, h, l, d], 72, 1.0, &device);
-            let v = tensor([b, h, l, d], 73, 1.0, &device);
-            let bias = tensor([b, h, l, l], 74, 2.0, &device);
-            let table = tensor([rows, d], 75, 1.0, &device);
-            let scale = 1.0 / (d as f32).sqrt();
-            let out = if fused {
-                fused::attention_relative_values(
-                    q.clone(),
-                    k.clone(),
-                    v.clone(),
-                    bias.clone(),
-                    table.clone(),
-                    &index,
-                    scale,
-                )
-            } else {
-                reference::attention_relative_values(
-                    q.clone(),
-                    k.clone(),
-                    v.clone(),
-                    bias.clone(),
-                    table.clone(),
-                    &index,
-                    scale,
-                )
-            };
-            let grads = weighted_sum(out.clone(), 76).backward();
-            vec![
-                to_vec(out),
-                to_vec(q.grad(&grads).unwrap()),
-                to_vec(k.grad(&grads).unwrap()),
-                to_vec(v.grad(&grads).unwrap()),
-                to_vec(bias.grad(&grads).unwrap()),
-                to_vec(table.grad(&grads).unwrap()),
-            ]
+fn distance_keys_are_what_rel_shift_shifts() {
+    use posenc::lm::ops::reference::rel_shift;
+    let device = Device::flex();
+    for l in [1, 7, 40] {
+        let (b, h, d) = (2, 3, 4);
+        let tensor3 = |shape: [usize; 3], seed| {
+            Tensor::<3>::from_data(
+                TensorData::new(uniform(shape.iter().product(), seed, 1.0), shape),
+                &device,
+            )
         };
-        let fused = run(true);
-        let reference = run(false);
-        for (i, (a, r)) in fused.iter().zip(&reference).enumerate() {
-            assert_close(
-                &format!("relative values [{b},{h},{l},{d}] {}", names[i]),
-                a,
-                r,
-            );
+        let queries = Tensor::<4>::from_data(
+            TensorData::new(uniform(b * h * l * d, 51, 1.0), [b, h, l, d]),
+            &device,
+        );
+        let keys = tensor3([h, l, d], 52);
+        let expanded = to_vec(reference::distance_keys(DistanceKeys {
+            queries: queries.clone(),
+            keys: keys.clone(),
+        }));
+        // the paper: rho for distances L-1..0, products [B, H, L, L], shifted
+        let reversed = keys.flip([1]);
+        let shifted = to_vec(rel_shift(
+            queries.matmul(reversed.swap_dims(1, 2).unsqueeze::<4>()),
+        ));
+        for bh in 0..b * h {
+            for i in 0..l {
+                for j in 0..=i {
+                    let at = bh * l * l + i * l + j;
+                    assert_eq!(expanded[at], shifted[at], "L={l} head {bh} ({i}, {j})");
+                }
+            }
         }
     }
-    // finite differences of the table's gradient
-    let (b, h, l, d, clip) = (1, 2, 9, 4, 3);
-    let idx: Vec<i64> = relative_index_matrix(l, l, clip)
-        .unwrap()
-        .iter()
-        .map(|&c| c as i64)
-        .collect();
-    let index = Tensor::<2, Int>::from_data(TensorData::new(idx, [l, l]), &device);
-    let q = tensor([b, h, l, d], 81, 1.0, &device);
-    let k = tensor([b, h, l, d], 82, 1.0, &device);
-    let v = tensor([b, h, l, d], 83, 1.0, &device);
-    let bias = tensor([b, h, l, l], 84, 1.0, &device);
-    let x = uniform((2 * clip + 1) * d, 85, 1.0);
-    let loss = |t: Tensor<2>| {
-        let out = fused::attention_relative_values(
-            q.clone(),
-            k.clone(),
-            v.clone(),
-            bias.clone(),
-            t,
-            &index,
-            0.5,
-        );
-        weighted_sum(out, 86)
-    };
-    let table = |v: &[f32]| {
-        Tensor::<2>::from_data(TensorData::new(v.to_vec(), [2 * clip + 1, d]), &device)
-            .require_grad()
-    };
-    let g = {
-        let t = table(&x);
-        to_vec(t.grad(&loss(t.clone()).backward()).unwrap())
-    };
-    check_finite_differences(
-        "relative values table",
-        &x,
-        &g,
-        |v| f64::from(to_vec(loss(table(v)))[0]),
-        1e-2,
-    );
 }

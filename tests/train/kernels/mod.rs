@@ -1,14 +1,16 @@
 //! The fused kernels against the reference composition of burn operations: values and
-//! gradients of attention (no bias, per-head bias, per-sequence bias; lengths that are not a
-//! multiple of the tile; with Shaw's relative values) in [`attention`], of GELU, LayerNorm,
-//! Linear, the logits product, RoPE, the xPos pair rotation and the loss in [`ops`], of the
-//! relative gather in [`gather`], relative error at most 1e-5; every fused gradient against
-//! central finite differences; and 20 training steps of every scheme on both paths, which must
-//! follow the same loss curve ([`training`]).
+//! gradients of attention with every position term (a bias per distance, a piecewise-linear
+//! bias, tables in the query's and the key's row, relative keys per distance, untied terms,
+//! relative values; lengths that are not a multiple of the tile) and Transformer-XL's shift in
+//! [`attention`], of GELU, LayerNorm, Linear, the logits product, RoPE, the xPos pair rotation
+//! and the loss in [`ops`], relative error at most 1e-5; every fused gradient against central
+//! finite differences; every scheme's model on both paths past its training length
+//! ([`schemes`]); and 20 training steps of every scheme on both paths, which must follow the
+//! same loss curve ([`training`]).
 
 mod attention;
-mod gather;
 mod ops;
+mod schemes;
 mod training;
 
 use burn::tensor::{Device, Tensor, TensorData};

@@ -1,18 +1,20 @@
 //! ALiBi in the byte LM: a fixed penalty $-m_h (i - j)$ per head added to the scores
-//! ([`crate::encodings::alibi`]); nothing to train.
+//! ([`crate::encodings::alibi`]); nothing to train. Attention receives it as a vector over
+//! distance per head, `[H, L]`, expanded inside the fused attention's tiles.
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 
-use crate::encodings::alibi::alibi_bias;
+use crate::encodings::alibi::Alibi;
 use crate::error::Result;
 use crate::lm::config::ModelConfig;
-use crate::lm::ops::ScoreTerms;
+use crate::lm::model::init::tensor2;
+use crate::lm::ops::{PositionBias, ScoreTerms};
 
 /// ALiBi's bias for $L$ positions.
 #[derive(Debug, Clone)]
 pub struct Objects {
-    /// $b_{ij} = -m_h (i - j)$ of every head, `[H, L, L]`.
-    pub bias: Tensor<3>,
+    /// $\beta_{h,d} = -m_h d$ for distances $d = 0..L$ ([`Alibi::distance_bias`]), `[H, L]`.
+    pub bias: Tensor<2>,
 }
 
 impl Objects {
@@ -21,22 +23,17 @@ impl Objects {
     /// # Errors
     /// When the encodings reject the head count.
     pub fn new(c: &ModelConfig, len: usize, device: &Device) -> Result<Self> {
-        let h = c.heads;
-        let bias = alibi_bias(h, len, len)?;
-        let bias = bias.as_standard_layout();
+        let alibi = Alibi::new(c.heads)?;
         Ok(Self {
-            bias: Tensor::from_data(
-                TensorData::new(bias.iter().copied().collect::<Vec<_>>(), [h, len, len]),
-                device,
-            ),
+            bias: tensor2(&alibi.distance_bias(len), device),
         })
     }
 }
 
-/// The fixed bias $b_{ij}$.
+/// The fixed bias $b_{ij} = \beta_{h,\,i-j}$.
 pub fn terms(o: &Objects) -> ScoreTerms {
     ScoreTerms {
-        bias: Some(o.bias.clone()),
+        bias: Some(PositionBias::Distance(o.bias.clone())),
         ..ScoreTerms::default()
     }
 }

@@ -1,5 +1,6 @@
 //! Kerple (logarithmic variant) in the byte LM: $b_{ij} = -r_1 \ln(1 + r_2 |i - j|)$ per head,
-//! $r_1, r_2 > 0$ learned ([`crate::encodings::kerple`]).
+//! $r_1, r_2 > 0$ learned ([`crate::encodings::kerple`]). Attention receives the kernel at
+//! every distance, a vector per head `[H, L]`, expanded inside the fused attention's tiles.
 
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Tensor};
@@ -11,7 +12,7 @@ use crate::encodings::kerple::{Kerple, KerpleKind};
 use crate::error::Result;
 use crate::lm::config::ModelConfig;
 use crate::lm::model::init::{param1, tensor2};
-use crate::lm::ops::ScoreTerms;
+use crate::lm::ops::{PositionBias, ScoreTerms};
 
 /// Kerple's logarithmic kernel per head.
 #[derive(Module, Debug)]
@@ -25,14 +26,14 @@ pub struct KerpleParams {
 /// Kerple's distances for $L$ positions.
 #[derive(Debug, Clone)]
 pub struct Objects {
-    /// $|i - j|$, `[L, L]`.
+    /// The distances $d = 0..L$ from a query to an earlier key, `[1, L]`.
     pub distance: Tensor<2>,
 }
 
 impl Objects {
     /// The distances for `len` positions.
     pub fn new(len: usize, device: &Device) -> Self {
-        let d = Array2::from_shape_fn((len, len), |(i, j)| i.abs_diff(j) as f32);
+        let d = Array2::from_shape_fn((1, len), |(_, d)| d as f32);
         Self {
             distance: tensor2(&d, device),
         }
@@ -54,18 +55,16 @@ impl KerpleParams {
         })
     }
 
-    /// $b_{ij} = -r_1 \ln(1 + r_2 |i - j|)$, $r_1, r_2$ kept $\ge 10^{-3}$, `[H, L, L]`.
+    /// $b_{ij} = \beta_{h,\,i-j}$ with $\beta_{h,d} = -r_1 \ln(1 + r_2 d)$, $r_1, r_2$ kept
+    /// $\ge 10^{-3}$, `[H, L]`.
     pub fn terms(&self, o: &Objects, input: &LayerInput) -> ScoreTerms {
         let h = input.config.heads;
-        let r1 = self.r1.val().clamp_min(1e-3).reshape([h, 1, 1]);
-        let r2 = self.r2.val().clamp_min(1e-3).reshape([h, 1, 1]);
+        let r1 = self.r1.val().clamp_min(1e-3).reshape([h, 1]);
+        let r2 = self.r2.val().clamp_min(1e-3).reshape([h, 1]);
+        // -r1 ln(1 + r2 d), [H, 1] x [1, L] -> [H, L]
+        let beta = (o.distance.clone() * r2).log1p().mul(r1).neg();
         ScoreTerms {
-            bias: Some(
-                (o.distance.clone().unsqueeze::<3>() * r2)
-                    .log1p()
-                    .mul(r1)
-                    .neg(),
-            ),
+            bias: Some(PositionBias::Distance(beta)),
             ..ScoreTerms::default()
         }
     }

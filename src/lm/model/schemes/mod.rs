@@ -179,16 +179,16 @@ pub(crate) fn objects(
         Scheme::Nope => Arc::new(nope::Objects),
         Scheme::Sinusoidal => Arc::new(sinusoidal::Objects::new(c, len, device)?),
         Scheme::Learned => Arc::new(learned::Objects),
-        Scheme::Shaw => Arc::new(shaw::Objects::new(c, len, device)?),
+        Scheme::Shaw => Arc::new(shaw::Objects::new(c, len)),
         Scheme::Xl => Arc::new(xl::Objects::new(c, len, device)?),
         // TUPE's bucket bias is T5's, over the same buckets
         Scheme::T5 | Scheme::Tupe => Arc::new(t5::Objects::new(c, len, device)?),
-        Scheme::Deberta => Arc::new(deberta::Objects::new(c, len, device)?),
+        Scheme::Deberta => Arc::new(deberta::Objects::new(c, len)?),
         Scheme::Rope => Arc::new(rope::Objects::new(c, len, rope_scaling, device)?),
         Scheme::Alibi => Arc::new(alibi::Objects::new(c, len, device)?),
         Scheme::Xpos => Arc::new(xpos::Objects::new(c, len, device)?),
         Scheme::Kerple => Arc::new(kerple::Objects::new(len, device)),
-        Scheme::Fire => Arc::new(fire::Objects::new(c, len, device)),
+        Scheme::Fire => Arc::new(fire::Objects::new(c, len)),
     })
 }
 

@@ -1,15 +1,17 @@
 //! Shaw et al. in the byte LM: learned relative key and value vectors at the clipped distance
-//! $\text{clip}(j - i, -k, k)$, shared by the heads ([`crate::encodings::shaw`]).
+//! $\text{clip}(j - i, -k, k)$, shared by the heads ([`crate::encodings::shaw`]). Attention
+//! receives $q\,w^{K\top}$ `[B, H, L, 2k+1]` and the row of every distance, read inside the
+//! fused attention's tiles, and the value table with the same rows.
 
 use burn::module::{Module, Param};
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Tensor};
 
 use super::LayerInput;
-use crate::encodings::shaw::{relative_index_matrix, ShawRelative};
+use crate::encodings::shaw::{relative_index, ShawRelative};
 use crate::error::Result;
 use crate::lm::config::ModelConfig;
-use crate::lm::model::init::{index2, param2};
-use crate::lm::ops::{RelativeValues, ScoreTerms};
+use crate::lm::model::init::param2;
+use crate::lm::ops::{DistanceIndex, Gathered, RelativeValues, ScoreTerms};
 
 /// Shaw et al.'s relative key and value vectors, shared by the heads.
 #[derive(Module, Debug)]
@@ -23,20 +25,19 @@ pub struct ShawParams {
 /// Shaw's index for $L$ positions.
 #[derive(Debug, Clone)]
 pub struct Objects {
-    /// $\text{clip}(j - i, -k, k) + k$, `[L, L]`.
-    pub index: Tensor<2, Int>,
+    /// $\text{clip}(-d, -k, k) + k$ for distances $d = 0..L$ ([`relative_index`] of
+    /// $j - i = -d$).
+    pub index: DistanceIndex,
 }
 
 impl Objects {
     /// The index for `len` positions.
-    ///
-    /// # Errors
-    /// When the encodings reject the clipping distance.
-    pub fn new(c: &ModelConfig, len: usize, device: &Device) -> Result<Self> {
-        let index = relative_index_matrix(len, len, c.shaw_max_relative)?;
-        Ok(Self {
-            index: index2(&index, device),
-        })
+    pub fn new(c: &ModelConfig, len: usize) -> Self {
+        Self {
+            index: (0..len)
+                .map(|d| relative_index(-(d as i64), c.shaw_max_relative))
+                .collect(),
+        }
     }
 }
 
@@ -53,15 +54,19 @@ impl ShawParams {
         })
     }
 
-    /// $t_{ij} = q_i \cdot w^K_{\text{idx}_{ij}}$ and the values $a^V_{ij} = w^V_{\text{idx}_{ij}}$.
+    /// $t_{ij} = q_i \cdot w^K_{\text{idx}(i-j)}$ and the values
+    /// $a^V_{ij} = w^V_{\text{idx}(i-j)}$.
     pub fn terms(&self, o: &Objects, input: &LayerInput) -> ScoreTerms {
-        // (q w^K^T)_{i, idx_ij}: [B, H, L, 2k+1] -> [B, H, L, L]
+        // q_i . w^K_r for every row r, [B, H, L, 2k+1], read at column idx(i - j)
         let qw = input
             .q
             .clone()
             .matmul(self.keys.val().transpose().unsqueeze::<4>());
         ScoreTerms {
-            relative: Some(input.ops.relative_gather(qw, &o.index, false)),
+            query_table: Some(Gathered {
+                table: qw,
+                index: o.index.clone(),
+            }),
             values: Some(RelativeValues {
                 table: self.values.val(),
                 index: o.index.clone(),

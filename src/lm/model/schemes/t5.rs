@@ -1,5 +1,7 @@
 //! T5 in the byte LM: a learned scalar per bucket of $j - i$ and head, added to the scores
-//! ([`crate::encodings::t5`], causal buckets).
+//! ([`crate::encodings::t5`], causal buckets). Attention receives the table looked up at the
+//! bucket of every distance, a vector over distance per head `[H, L]`, expanded inside the
+//! fused attention's tiles; its gradient flows back to the table through the lookup.
 
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -9,7 +11,7 @@ use crate::encodings::t5::{T5Bias, T5Buckets};
 use crate::error::Result;
 use crate::lm::config::ModelConfig;
 use crate::lm::model::init::param2;
-use crate::lm::ops::ScoreTerms;
+use crate::lm::ops::{PositionBias, ScoreTerms};
 
 /// T5's learned bias per bucket and head.
 #[derive(Module, Debug)]
@@ -21,10 +23,9 @@ pub struct T5Params {
 /// T5's (and TUPE's) buckets for $L$ positions.
 #[derive(Debug, Clone)]
 pub struct Objects {
-    /// The bucket of $j - i$ (causal, [`T5Buckets::matrix`]), flattened `[L*L]`.
+    /// The bucket of $j - i = -d$ for every distance $d = 0..L$ from a query to an earlier
+    /// key (causal, [`T5Buckets::bucket`]), `[L]`.
     pub buckets: Tensor<1, Int>,
-    /// $L$.
-    pub len: usize,
 }
 
 impl Objects {
@@ -34,28 +35,20 @@ impl Objects {
     /// When the encodings reject the bucket configuration.
     pub fn new(c: &ModelConfig, len: usize, device: &Device) -> Result<Self> {
         let buckets = T5Buckets::new(c.t5_num_buckets, c.t5_max_distance, false)?;
-        // bucket(key - query), [L, L] -> [L*L]
-        let flat: Vec<i64> = buckets
-            .matrix(len, len)?
-            .iter()
-            .map(|&b| b as i64)
+        // bucket(key - query) = bucket(-d), [L]
+        let per_distance: Vec<i64> = (0..len)
+            .map(|d| buckets.bucket(-(d as i64)) as i64)
             .collect();
         Ok(Self {
-            buckets: Tensor::from_data(TensorData::new(flat, [len * len]), device),
-            len,
+            buckets: Tensor::from_data(TensorData::new(per_distance, [len]), device),
         })
     }
 
-    /// The bias $B[\text{bucket}(j - i), h]$ of every head, `[H, L, L]`.
-    pub fn bias(&self, table: &Param<Tensor<2>>) -> Tensor<3> {
-        let h = table.dims()[1];
-        let l = self.len;
-        // B[bucket(j - i), h], [L*L, H] -> [H, L, L]
-        table
-            .val()
-            .select(0, self.buckets.clone())
-            .reshape([l, l, h])
-            .permute([2, 0, 1])
+    /// The bias $\beta_{h,d} = B[\text{bucket}(-d), h]$ of every head at every distance,
+    /// `[H, L]`.
+    pub fn bias(&self, table: &Param<Tensor<2>>) -> PositionBias {
+        // B[bucket(-d), h], [L, H] -> [H, L]
+        PositionBias::Distance(table.val().select(0, self.buckets.clone()).swap_dims(0, 1))
     }
 }
 

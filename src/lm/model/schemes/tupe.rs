@@ -1,6 +1,8 @@
 //! TUPE in the byte LM: the untied absolute term $(p_i U^Q) \cdot (p_j U^K)$ beside the
 //! content score, plus T5's bucket bias ([`crate::encodings::tupe`]); the absolute embeddings
-//! $p$ are a model-level table ([`super::AbsolutePositions::Tupe`]).
+//! $p$ are a model-level table ([`super::AbsolutePositions::Tupe`]). Attention receives the
+//! projected rows $p U^Q$, $p U^K$ `[H, L, d_h]` (their products are formed inside the fused
+//! attention's tiles) and T5's vector over distance.
 
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Tensor};
@@ -10,7 +12,7 @@ use crate::encodings::tupe::Tupe;
 use crate::error::{Error, Result};
 use crate::lm::config::ModelConfig;
 use crate::lm::model::init::param2;
-use crate::lm::ops::ScoreTerms;
+use crate::lm::ops::{ScoreTerms, Untied};
 
 /// TUPE's untied projections of the absolute embeddings and its relative bucket bias (T5's,
 /// whose on-disk name it keeps: `t5_table`).
@@ -66,7 +68,10 @@ impl TupeParams {
         let pos_query = split_heads(p.clone().matmul(self.u_q.val()), h);
         let pos_key = split_heads(p.clone().matmul(self.u_k.val()), h);
         Ok(ScoreTerms {
-            absolute: Some(pos_query.matmul(pos_key.swap_dims(1, 2))),
+            untied: Some(Untied {
+                queries: pos_query,
+                keys: pos_key,
+            }),
             bias: Some(o.bias(&self.table)),
             ..ScoreTerms::default()
         })

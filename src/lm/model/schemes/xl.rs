@@ -1,8 +1,11 @@
 //! Transformer-XL in the byte LM: $(q_i + u) \cdot k_j + (q_i + v) \cdot r_{i-j}$ with
 //! $r_\delta = R_\delta W_R$ projected from sinusoidal distances ([`crate::encodings::xl`]).
+//! Attention receives $q + v$ `[B, H, L, d_h]` and $r_\delta$ for every distance
+//! `[H, L, d_h]`; their products at $\delta = i - j$ are formed inside the fused attention's
+//! tiles (the paper's shift is a read at a moving offset there), never as an `[L, L]` matrix.
 
 use burn::module::{Module, Param};
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Tensor};
 use ndarray::Array2;
 
 use super::{split_heads, LayerInput};
@@ -10,8 +13,8 @@ use crate::encodings::sinusoidal::{sinusoidal_embedding, SinusoidalLayout, DEFAU
 use crate::encodings::xl::{TransformerXl, XlDirection};
 use crate::error::Result;
 use crate::lm::config::ModelConfig;
-use crate::lm::model::init::{index2, param2, tensor2};
-use crate::lm::ops::ScoreTerms;
+use crate::lm::model::init::{param2, tensor2};
+use crate::lm::ops::{DistanceKeys, ScoreTerms};
 
 /// Transformer-XL's projection of the sinusoidal distances and its two global biases.
 #[derive(Module, Debug)]
@@ -27,12 +30,8 @@ pub struct XlParams {
 /// Transformer-XL's distances for $L$ positions.
 #[derive(Debug, Clone)]
 pub struct Objects {
-    /// Sinusoidal $R_\delta$ for $\delta = L-1, \dots, 0$, `[L, d_model]`.
+    /// Sinusoidal $R_\delta$ for the distances $\delta = 0, \dots, L-1$, `[L, d_model]`.
     pub r: Tensor<2>,
-    /// The shift as a gather index: column $L - 1 - i + j$ of the raw $(q_i + v) \cdot r$
-    /// scores holds distance $i - j$ (for $j \le i$; $L - 1$ above the diagonal, which the
-    /// causal mask removes), `[L, L]`.
-    pub index: Tensor<2, Int>,
 }
 
 impl Objects {
@@ -41,19 +40,15 @@ impl Objects {
     /// # Errors
     /// When the encodings reject the width.
     pub fn new(c: &ModelConfig, len: usize, device: &Device) -> Result<Self> {
-        let distances: Vec<f64> = (0..len).rev().map(|d| d as f64).collect();
+        let distances: Vec<f64> = (0..len).map(|d| d as f64).collect();
         let r = sinusoidal_embedding(
             &distances,
             c.d_model,
             DEFAULT_BASE,
             SinusoidalLayout::Concatenated,
         )?;
-        let shift = Array2::from_shape_fn((len, len), |(i, j)| {
-            (len - 1 + j).saturating_sub(i).min(len - 1)
-        });
         Ok(Self {
             r: tensor2(&r, device),
-            index: index2(&shift, device),
         })
     }
 }
@@ -83,14 +78,15 @@ impl XlParams {
     pub fn terms(&self, o: &Objects, input: &LayerInput) -> ScoreTerms {
         let q = input.q;
         let [_, h, _, dh] = q.dims();
-        // r_delta = R_delta W_R for distances L-1..0, [H, L, dh]
+        // r_delta = R_delta W_R for distances 0..L, [H, L, dh]
         let r = split_heads(o.r.clone().matmul(self.w_r.val()), h);
-        // (q_i + v) . r_delta for delta = L-1..0, [B, H, L, L], then shifted to delta = i - j
-        let raw = (q.clone() + self.v.val().reshape([1, h, 1, dh]))
-            .matmul(r.swap_dims(1, 2).unsqueeze::<4>());
         ScoreTerms {
             content_bias: Some(self.u.val()),
-            relative: Some(input.ops.relative_gather(raw, &o.index, false)),
+            distance_keys: Some(DistanceKeys {
+                // q_i + v, [B, H, L, dh]
+                queries: q.clone() + self.v.val().reshape([1, h, 1, dh]),
+                keys: r,
+            }),
             ..ScoreTerms::default()
         }
     }

@@ -6,12 +6,14 @@
 //! elementary operations, each a pass over the tensor on one core. Here each of them is one
 //! parallel pass forward and one backward:
 //!
-//! * causal attention $\operatorname{softmax}(c\,QK^\top + b)V$ with an optional additive bias
-//!   `[H, L, L]` or `[B, H, L, L]` whose gradient flows back to the scheme's parameters; tiles
-//!   of query rows, key blocks past a tile's last row skipped, no `[B, H, L, L]` tensor kept
+//! * causal attention $\operatorname{softmax}(c\,(QK^\top + T) + B)V$ with the position
+//!   terms of the schemes, each a compact object (a bias per distance, a piecewise-linear
+//!   function, tables read at the column of the distance, relative keys per distance, untied
+//!   absolute terms, relative values) expanded inside the tiles and given its gradient back;
+//!   tiles of query rows, key blocks past a tile's last row skipped, no `[L, L]` tensor kept
 //!   (the backward rebuilds the weights from the saved log-sum-exp);
 //! * exact GELU $x\Phi(x)$; LayerNorm; log-softmax with the negative log-likelihood; linear
-//!   layers and products; RoPE's rotation; the relative-position gather.
+//!   layers and products; RoPE's rotation.
 //!
 //! Every function here needs tensors on the Flex backend: [`super::Ops`] calls them only when
 //! it was chosen for a Flex device. The composed [`super::reference`] is the specification
@@ -19,7 +21,6 @@
 
 pub(crate) mod attention;
 pub(crate) mod extension;
-pub(crate) mod gather;
 pub(crate) mod gelu;
 pub(crate) mod heads;
 pub(crate) mod linear;
@@ -35,51 +36,85 @@ mod testing;
 use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
 
-use super::AttentionBias;
-use extension::{FusedOps, ScoreBias};
+use super::{Gathered, PositionBias, ScoreTerms};
+use extension::{
+    AttentionTerms, FusedOps, PiecewiseShape, ProductTerm, ScoreBias, TableTerm, ValuesTerm,
+};
 
-/// Causal attention of `q, k, v [B, H, L, D]`,
-/// $o_i = \sum_{j \le i} \operatorname{softmax}_j(c\, q_i \cdot k_j + b_{ij})\, v_j$.
+/// Causal attention of `q, k, v [B, H, L, D]` with a scheme's `terms`
+/// ([`super::Ops::attention`]'s formula): rotations applied to $q, k$ first, $u$ added to
+/// the queries, then one fused operation that expands every other term inside its tiles and
+/// returns each term's gradient to its own compact object.
 pub fn attention(
     q: Tensor<4>,
     k: Tensor<4>,
     v: Tensor<4>,
-    bias: AttentionBias,
+    terms: ScoreTerms,
     scale: f32,
 ) -> Tensor<4> {
-    let bias = match bias {
-        AttentionBias::None => ScoreBias::None,
-        AttentionBias::Heads(b) => ScoreBias::Heads(b.into_dispatch()),
-        AttentionBias::Batch(b) => ScoreBias::Batch(b.into_dispatch()),
+    let [_, h, _, dh] = q.dims();
+    // xPos: queries and keys rotated and permuted alike (q' . k' unchanged)
+    let (q, k) = match &terms.rotation {
+        Some(rotation) => rotation.apply(q, k, rope_half, rotate_pairs),
+        None => (q, k),
+    };
+    let bias = match terms.bias {
+        None => ScoreBias::None,
+        Some(PositionBias::Distance(b)) => ScoreBias::Distance(b.into_dispatch()),
+        Some(PositionBias::Piecewise(p)) => ScoreBias::Piecewise {
+            intercepts: p.intercepts.into_dispatch(),
+            slopes: p.slopes.into_dispatch(),
+            shape: PiecewiseShape {
+                feature: p.feature,
+                row_scale: p.row_scale,
+                breakpoints: p.breakpoints,
+            },
+        },
+    };
+    // (q_i + u) . k_j
+    let q = match terms.content_bias {
+        Some(u) => q + u.reshape([1, h, 1, dh]),
+        None => q,
+    };
+    let table = |t: Option<Gathered>| match t {
+        Some(g) => TableTerm::Table {
+            table: g.table.into_dispatch(),
+            index: g.index,
+        },
+        None => TableTerm::None,
+    };
+    let values = match terms.values {
+        Some(rv) => ValuesTerm::Table {
+            table: rv.table.into_dispatch(),
+            index: rv.index,
+        },
+        None => ValuesTerm::None,
+    };
+    let terms = AttentionTerms {
+        bias,
+        query_table: table(terms.query_table),
+        key_table: table(terms.key_table),
+        distance: match terms.distance_keys {
+            Some(dk) => ProductTerm::Pair {
+                queries: dk.queries.into_dispatch(),
+                keys: dk.keys.into_dispatch(),
+            },
+            None => ProductTerm::None,
+        },
+        untied: match terms.untied {
+            Some(u) => ProductTerm::Pair {
+                queries: u.queries.into_dispatch(),
+                keys: u.keys.into_dispatch(),
+            },
+            None => ProductTerm::None,
+        },
+        values,
     };
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention(
         q.into_dispatch(),
         k.into_dispatch(),
         v.into_dispatch(),
-        bias,
-        scale,
-    ))
-}
-
-/// [`attention`] with a per-sequence bias `[B, H, L, L]` and relative value vectors
-/// (Shaw et al.), $o_i \mathrel{+}= \sum_{j \le i} \alpha_{ij} a^V_{\text{index}_{ij}}$: the
-/// weights summed per table row inside each tile (no `[B, H, L, L]` weights kept).
-pub fn attention_relative_values(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    bias: Tensor<4>,
-    table: Tensor<2>,
-    index: &Tensor<2, Int>,
-    scale: f32,
-) -> Tensor<4> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention_relative_values(
-        q.into_dispatch(),
-        k.into_dispatch(),
-        v.into_dispatch(),
-        bias.into_dispatch(),
-        table.into_dispatch(),
-        index.clone().into_dispatch(),
+        terms,
         scale,
     ))
 }
@@ -122,16 +157,6 @@ pub fn rotate_pairs(x: Tensor<4>, c: &Tensor<2>, s: &Tensor<2>) -> Tensor<4> {
         both(c),
         both(s),
         true,
-    ))
-}
-
-/// The relative-position gather ([`super::reference::relative_gather`]): each matrix read and
-/// written once, its gradient scattered in one pass.
-pub fn relative_gather(a: Tensor<4>, index: &Tensor<2, Int>, transposed: bool) -> Tensor<4> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_relative_gather(
-        a.into_dispatch(),
-        index.clone().into_dispatch(),
-        transposed,
     ))
 }
 

@@ -1,20 +1,27 @@
 //! The backward pass of the tiled attention, per tile of query rows: the weights rebuilt
-//! from $Q K^\top$ and the saved log-sum-exp, $p_{ij} = e^{c\, q_i \cdot k_j + b_{ij} -
-//! \text{lse}_i}$, then
+//! from the raw scores ([`super::tile_scores`]) and the saved log-sum-exp,
+//! $p_{ij} = e^{s_{ij} - \text{lse}_i}$, then
 //!
 //! ```math
-//! \partial s_{ij} = p_{ij}\big(\partial o_i \cdot (v_j + a^V_{\text{index}_{ij}})
+//! \partial s_{ij} = p_{ij}\big(\partial o_i \cdot (v_j + a^V_{\text{index}(i-j)})
 //!   - \partial o_i \cdot o_i\big), \quad
 //! \partial q_i = c \sum_j \partial s_{ij} k_j, \quad \partial k_j = c \sum_i \partial s_{ij} q_i,
 //! \quad \partial v_j = \sum_i p_{ij} \partial o_i,
 //! ```
 //!
-//! $\partial b_{ij} = \partial s_{ij}$ and $\partial a^V_r = \sum_{(i, j):\ \text{index}_{ij} = r}
-//! p_{ij}\, \partial o_i$.
+//! and every position term's gradient accumulated into its own compact object:
+//! $\partial b_{ij} = \partial s_{ij}$ summed per distance ($\partial\beta_d$) or per piece
+//! ($\partial a_p$, $\partial s_p$ with $x_{ij}$), $c\,\partial s_{ij}$ summed per table cell
+//! ($\partial g$, $\partial g'$), $\partial \hat q_i = c \sum_j \partial s_{ij} \rho_{i-j}$ and
+//! $\partial\rho_d = c \sum_{i-j=d} \partial s_{ij} \hat q_i$, $\partial p^Q$ and $\partial p^K$
+//! like $\partial q$ and $\partial k$, and $\partial a^V_r = \sum_{\text{index}(i-j) = r}
+//! p_{ij}\, \partial o_i$. Per-head objects shared by the batch have their gradients summed
+//! over it.
 
 use rayon::prelude::*;
 
-use super::{tile_bias, tile_products, Bias, RelativeValues, TILE};
+use super::terms::{transpose, HeadTable, HeadTerms};
+use super::{tile_scores, Bias, Terms, TILE};
 use crate::lm::ops::fused::heads::{row, AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
 use crate::lm::ops::fused::parallel::{product, SharedMut};
 use crate::lm::ops::fused::simd::{dot, multiversion};
@@ -27,8 +34,9 @@ multiversion! {
     }
 }
 
-/// Gradients of [`attention_forward`] with respect to its inputs.
-#[derive(Debug, Clone)]
+/// Gradients of [`super::attention_forward`] with respect to its inputs and terms (each
+/// empty where its term is absent).
+#[derive(Debug, Clone, Default)]
 pub struct AttentionGrads {
     /// $\partial q$, in `[B, L, H, D]` memory ([`HeadLayout::interleaved`]).
     pub q: Vec<f32>,
@@ -36,10 +44,24 @@ pub struct AttentionGrads {
     pub k: Vec<f32>,
     /// $\partial v$, likewise.
     pub v: Vec<f32>,
-    /// $\partial b$ in the bias's own shape (`[H, L, L]` summed over the batch, or
-    /// `[B, H, L, L]`); empty without a bias.
+    /// The bias's gradient summed over the batch: $\partial\beta$ `[H, L]`, or the intercepts'
+    /// $\partial a$ `[H, P]` (piecewise).
     pub bias: Vec<f32>,
-    /// $\partial a^V$ of the relative values, `[R, D]`; empty without them.
+    /// The piecewise slopes' $\partial s$, `[H, P]`.
+    pub slopes: Vec<f32>,
+    /// $\partial g$ of the query table, `[B, H, L, R]`.
+    pub query_table: Vec<f32>,
+    /// $\partial g'$ of the key table, `[B, H, L, R]`.
+    pub key_table: Vec<f32>,
+    /// $\partial \hat q$ of the relative keys, in `[B, L, H, D]` memory.
+    pub distance_queries: Vec<f32>,
+    /// $\partial \rho$, `[H, L, D]`.
+    pub distance_keys: Vec<f32>,
+    /// $\partial p^Q$, `[H, L, D]`.
+    pub untied_queries: Vec<f32>,
+    /// $\partial p^K$, `[H, L, D]`.
+    pub untied_keys: Vec<f32>,
+    /// $\partial a^V$ of the relative values, `[R, D]`.
     pub values: Vec<f32>,
 }
 
@@ -47,13 +69,31 @@ pub struct AttentionGrads {
 struct BackwardScratch {
     p: Vec<f32>,
     dp: Vec<f32>,
+    /// `[TILE, L]`: the relative keys' products, then their gradient.
+    g: Vec<f32>,
+    /// `[L]`: one row's bias (piecewise).
+    bias: Vec<f32>,
     /// `[TILE, R]`: the relative values' output gradient per table row, then the weights'
     /// sums per table row.
     sums: Vec<f32>,
 }
 
-/// Backward pass of one head, writing its rows of `dq`, `dk`, `dv` (interleaved row stride).
-/// `dbias` is the head's `[L, L]` bias gradient, if wanted.
+/// The gradients one head accumulates for objects it does not write in place (empty where
+/// absent): its bias's, its tables' `[L, R]`, its relative keys' (rows reversed) and untied
+/// terms' `[L, D]`, and the relative values' table `[R, D]`.
+#[derive(Default)]
+struct HeadGrads {
+    bias: Vec<f32>,
+    query_table: Vec<f32>,
+    key_table: Vec<f32>,
+    distance_keys: Vec<f32>,
+    untied_queries: Vec<f32>,
+    untied_keys: Vec<f32>,
+    values: Vec<f32>,
+}
+
+/// Backward pass of one head, writing its rows of `dq`, `dk`, `dv` and of the relative
+/// queries' gradient `dqhat` (interleaved row stride) and returning the rest.
 ///
 /// # Safety
 /// Every pointer covers the head's `L` rows of `D` at its stride.
@@ -61,14 +101,25 @@ struct BackwardScratch {
 unsafe fn attention_head_backward(
     (q, k, v): (HeadRows, HeadRows, HeadRows),
     (out, dout, lse): (HeadRows, HeadRows, &[f32]),
-    (bias, values): (Option<&[f32]>, Option<RelativeValues<'_>>),
+    terms: &HeadTerms,
     scale: f32,
     dims: &AttentionDims,
-    (dq, dk, dv): (HeadRowsMut, HeadRowsMut, HeadRowsMut),
-    (mut dbias, mut dvalues): (Option<&mut [f32]>, Option<&mut [f32]>),
+    (dq, dk, dv, dqhat): (HeadRowsMut, HeadRowsMut, HeadRowsMut, HeadRowsMut),
+    want_bias: bool,
     scratch: &mut BackwardScratch,
-) {
+) -> HeadGrads {
     let (l, d) = (dims.len, dims.dim);
+    let zeros = |on: bool, n: usize| if on { vec![0.0f32; n] } else { Vec::new() };
+    let table_len = |t: &Option<HeadTable>| t.map_or(0, |t| l * t.rows);
+    let mut grads = HeadGrads {
+        bias: zeros(want_bias, terms.bias_grad_len(l)),
+        query_table: zeros(true, table_len(&terms.query_table)),
+        key_table: zeros(true, table_len(&terms.key_table)),
+        distance_keys: zeros(terms.distance.is_some(), l * d),
+        untied_queries: zeros(terms.untied.is_some(), l * d),
+        untied_keys: zeros(terms.untied.is_some(), l * d),
+        values: zeros(true, terms.values.map_or(0, |rv| rv.rows * d)),
+    };
     for i in 0..l {
         // SAFETY: row i of dk and dv is in bounds (caller's contract).
         unsafe {
@@ -82,12 +133,12 @@ unsafe fn attention_head_backward(
         let p = &mut scratch.p[..m * n];
         let dp = &mut scratch.dp[..m * n];
         // SAFETY (all products below): the rows used are in bounds by the caller's contract;
-        // p and dp hold m x n.
-        // rebuild P from Q_tile K^T and the saved log-sum-exp
-        unsafe { tile_products((q, k), (i0, m, d), p) };
+        // p, dp and g hold m x n.
+        // rebuild P from the raw scores and the saved log-sum-exp
+        unsafe { tile_scores((q, k), terms, (i0, m, l, d), p, &mut scratch.g) };
         for r in 0..m {
             let i = i0 + r;
-            let b = tile_bias(bias, i, l, n);
+            let b = terms.bias_row(i, l, &mut scratch.bias);
             probs_row(&mut p[r * n..(r + 1) * n], b, scale, i + 1, lse[i]);
         }
         // dP = dO_tile V^T, [m, n]
@@ -101,10 +152,10 @@ unsafe fn attention_head_backward(
                 1.0,
             );
         }
-        if let (Some(rv), Some(dtable)) = (values, dvalues.as_deref_mut()) {
+        if let Some(rv) = &terms.values {
             let rows = rv.rows;
             let sums = &mut scratch.sums[..m * rows];
-            // dP_ij += dO_i . a^V_{index_ij}: G = dO_tile a^V^T [m, R], gathered per row
+            // dP_ij += dO_i . a^V_{index}: G = dO_tile a^V^T [m, R], gathered per row
             // SAFETY: dout covers rows i0..i0+m; the table is R x D; sums holds m x R.
             unsafe {
                 product(
@@ -119,20 +170,15 @@ unsafe fn attention_head_backward(
             for r in 0..m {
                 let i = i0 + r;
                 let g = &sums[r * rows..(r + 1) * rows];
-                for (dp, &c) in dp[r * n..r * n + i + 1]
-                    .iter_mut()
-                    .zip(&rv.index[i * l..i * l + i + 1])
-                {
-                    *dp += g[c];
-                }
+                rv.add_to_row(i, l, g, &mut dp[r * n..r * n + i + 1]);
             }
             // d a^V += S^T dO_tile with S the weights summed per table row
             rv.band_sums(p, (i0, m, n, l), sums);
-            // SAFETY: S^T is R x m (sums read transposed), dout m x D, dtable R x D.
+            // SAFETY: S^T is R x m (sums read transposed), dout m x D, the gradient R x D.
             unsafe {
                 product(
                     (rows, d, m),
-                    (dtable.as_mut_ptr(), d, 1),
+                    (grads.values.as_mut_ptr(), d, 1),
                     true,
                     (sums.as_ptr(), 1, rows),
                     (dout.0.add(i0 * dout.1), dout.1, 1),
@@ -140,21 +186,23 @@ unsafe fn attention_head_backward(
                 );
             }
         }
-        // dS = P (dP - delta), delta_i = dO_i . O_i
+        // dS = P (dP - delta), delta_i = dO_i . O_i; then the terms' gradients of each row
         for r in 0..m {
             let i = i0 + r;
             // SAFETY: row i of dout and out is in bounds.
             let delta = dot_rows(unsafe { row(dout, i, d) }, unsafe { row(out, i, d) });
-            score_grad_row(
-                &mut dp[r * n..(r + 1) * n],
-                &p[r * n..(r + 1) * n],
-                delta,
-                i + 1,
-            );
-            if let Some(db) = dbias.as_deref_mut() {
-                db[i * l..i * l + n].copy_from_slice(&dp[r * n..(r + 1) * n]);
-                db[i * l + n..(i + 1) * l].fill(0.0);
+            let ds = &mut dp[r * n..(r + 1) * n];
+            score_grad_row(ds, &p[r * n..(r + 1) * n], delta, i + 1);
+            if want_bias {
+                terms.bias_grad(i, l, ds, &mut grads.bias);
             }
+            terms.gathered_grads(
+                i,
+                l,
+                ds,
+                scale,
+                (&mut grads.query_table, &mut grads.key_table),
+            );
         }
         unsafe {
             // dQ_tile = c dS K[0..n]
@@ -184,26 +232,105 @@ unsafe fn attention_head_backward(
                 (dout.0.add(i0 * dout.1), dout.1, 1),
                 1.0,
             );
+            if let Some((pq, pk)) = terms.untied {
+                // dP^Q_tile = c dS P^K[0..n]; dP^K[0..n] += c dS^T P^Q_tile
+                product(
+                    (m, d, n),
+                    (grads.untied_queries.as_mut_ptr().add(i0 * d), d, 1),
+                    false,
+                    (dp.as_ptr(), n, 1),
+                    (pk.as_ptr(), d, 1),
+                    scale,
+                );
+                product(
+                    (n, d, m),
+                    (grads.untied_keys.as_mut_ptr(), d, 1),
+                    true,
+                    (dp.as_ptr(), 1, n),
+                    (pq.as_ptr().add(i0 * d), d, 1),
+                    scale,
+                );
+            }
+            if let Some(dk_terms) = &terms.distance {
+                // dG[r, n-1-i+j] = dS_ij for j <= i, 0 before: the adjoint of the row's read
+                let g = &mut scratch.g[..m * n];
+                for r in 0..m {
+                    let i = i0 + r;
+                    let from = r * n + n - 1 - i;
+                    g[r * n..from].fill(0.0);
+                    g[from..from + i + 1].copy_from_slice(&dp[r * n..r * n + i + 1]);
+                }
+                let keys = dk_terms.keys.as_ptr().add((l - n) * d);
+                let qhat = dk_terms.queries;
+                // dQ^_tile = c dG rho[n-1..0]
+                product(
+                    (m, d, n),
+                    (dqhat.0.add(i0 * dqhat.1), dqhat.1, 1),
+                    false,
+                    (g.as_ptr(), n, 1),
+                    (keys, d, 1),
+                    scale,
+                );
+                // d rho[n-1..0] += c dG^T Q^_tile (rows reversed like the keys)
+                product(
+                    (n, d, m),
+                    (grads.distance_keys.as_mut_ptr().add((l - n) * d), d, 1),
+                    true,
+                    (g.as_ptr(), 1, n),
+                    (qhat.0.add(i0 * qhat.1), qhat.1, 1),
+                    scale,
+                );
+            }
         }
     }
+    if want_bias {
+        terms.finish_bias_grad(&mut grads.bias);
+    }
+    if let Some(t) = terms.key_table.filter(|t| t.transposed()) {
+        // [R, L] -> [L, R]
+        let transposed = std::mem::take(&mut grads.key_table);
+        transpose(&transposed, t.rows, l, &mut grads.key_table);
+    }
+    grads
 }
 
-/// Backward pass of [`attention_forward`] from the output gradient `dout`, the forward output
-/// and its log-sum-exp (`out` and `dout` in any [`HeadLayout`]):
-///
-/// ```math
-/// \partial s_{ij} = p_{ij}\big(\partial o_i \cdot v_j - \partial o_i \cdot o_i\big), \quad
-/// \partial q_i = c \sum_j \partial s_{ij} k_j, \quad \partial k_j = c \sum_i \partial s_{ij} q_i,
-/// \quad \partial v_j = \sum_i p_{ij} \partial o_i, \quad \partial b_{ij} = \partial s_{ij}.
-/// ```
+/// $\sum_b x_{b h \dots}$ of per-(batch, head) blocks of `size` values, `[H, size]`.
+fn sum_over_batch(per_head: &[HeadGrads], pick: fn(&HeadGrads) -> &[f32], h: usize) -> Vec<f32> {
+    let size = per_head.first().map_or(0, |g| pick(g).len());
+    let mut total = vec![0.0f32; h * size];
+    total
+        .par_chunks_mut(size.max(1))
+        .enumerate()
+        .for_each(|(head, dst)| {
+            for g in per_head.iter().skip(head).step_by(h.max(1)) {
+                for (x, &y) in dst.iter_mut().zip(pick(g)) {
+                    *x += y;
+                }
+            }
+        });
+    total
+}
+
+/// Blocks of `block` values reversed within each of the `[.., len * block]` groups.
+fn unreversed(v: Vec<f32>, len: usize, block: usize) -> Vec<f32> {
+    if len * block == 0 {
+        return v;
+    }
+    v.chunks(len * block)
+        .flat_map(|g| g.chunks(block).rev().flatten().copied().collect::<Vec<_>>())
+        .collect()
+}
+
+/// Backward pass of [`super::attention_forward`] from the output gradient `dout`, the forward
+/// output and its log-sum-exp (`out` and `dout` in any [`HeadLayout`]); the bias's gradient
+/// only when `want_bias_grad`.
 ///
 /// # Panics
-/// When a buffer does not cover its layout or a bias does not match `dims`.
-#[allow(clippy::too_many_arguments)]
+/// When a buffer does not cover its layout or a term does not match `dims`.
 pub fn attention_backward(
     (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
     (out, dout, lse): (Heads<'_>, Heads<'_>, &[f32]),
-    (bias, values): (Bias<'_>, Option<RelativeValues<'_>>),
+    terms: &Terms<'_>,
     scale: f32,
     dims: AttentionDims,
     want_bias_grad: bool,
@@ -217,68 +344,52 @@ pub fn attention_backward(
     ] {
         t.check(&dims, what);
     }
-    bias.check(&dims);
-    if let Some(rv) = &values {
-        rv.check(&dims);
-    }
-    let value_rows = values.map_or(0, |rv| rv.rows);
-    let l = dims.len;
-    let ll = l * l;
-    let heads = dims.batch * dims.heads;
+    terms.check(&dims);
+    let prepared = terms.prepare(&dims);
+    let value_rows = terms.values.map_or(0, |rv| rv.rows);
+    let (h, l, d) = (dims.heads, dims.len, dims.dim);
+    let heads = dims.batch * h;
     assert!(lse.len() >= heads * l, "attention: log-sum-exp too short");
     let grad_layout = HeadLayout::interleaved(&dims);
-    let n = heads * l * dims.dim;
-    // written by the heads (no zero fill first): dQ by each tile's product, dK and dV zeroed
-    // row by row and then accumulated
-    let (mut dq, mut dk, mut dv): (Vec<f32>, Vec<f32>, Vec<f32>) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
+    let n = heads * l * d;
+    let with_distance = terms.distance.is_some();
+    // written by the heads (no zero fill first): dQ and dQ^ by each tile's product, dK and
+    // dV zeroed row by row and then accumulated
+    let mut dq: Vec<f32> = Vec::with_capacity(n);
+    let mut dk: Vec<f32> = Vec::with_capacity(n);
+    let mut dv: Vec<f32> = Vec::with_capacity(n);
+    let mut dqhat: Vec<f32> = Vec::with_capacity(if with_distance { n } else { 0 });
     let uninit = |v: &mut Vec<f32>| SharedMut(v.spare_capacity_mut().as_mut_ptr().cast::<f32>());
-    let ptrs = (uninit(&mut dq), uninit(&mut dk), uninit(&mut dv));
-    let with_bias = want_bias_grad && !matches!(bias, Bias::None);
-    // dS of every head (summed over the batch afterwards for a per-head bias)
-    let mut ds = if with_bias {
-        vec![0.0f32; heads * ll]
-    } else {
-        Vec::new()
-    };
-    let mut ds_chunks: Vec<Option<&mut [f32]>> = if with_bias {
-        ds.chunks_mut(ll.max(1)).map(Some).collect()
-    } else {
-        (0..heads).map(|_| None).collect()
-    };
-    // d a^V of every head, summed afterwards
-    let table_size = value_rows * dims.dim;
-    let mut dvalues = vec![
-        0.0f32;
-        if values.is_some() {
-            heads * table_size
-        } else {
-            0
-        }
-    ];
-    let mut dv_chunks: Vec<Option<&mut [f32]>> = if values.is_some() {
-        dvalues.chunks_mut(table_size.max(1)).map(Some).collect()
-    } else {
-        (0..heads).map(|_| None).collect()
-    };
-    ds_chunks
-        .par_iter_mut()
-        .zip(dv_chunks.par_iter_mut())
-        .enumerate()
-        .for_each_init(
+    let ptrs = (
+        uninit(&mut dq),
+        uninit(&mut dk),
+        uninit(&mut dv),
+        uninit(&mut dqhat),
+    );
+    let want_bias = want_bias_grad && !matches!(terms.bias, Bias::None);
+    let per_head: Vec<HeadGrads> = (0..heads)
+        .into_par_iter()
+        .map_init(
             || BackwardScratch {
-                p: vec![0.0f32; TILE * l],
-                dp: vec![0.0f32; TILE * l],
-                sums: vec![0.0f32; TILE * value_rows],
+                p: vec![0.0; TILE * l],
+                dp: vec![0.0; TILE * l],
+                g: vec![0.0; if with_distance { TILE * l } else { 0 }],
+                bias: vec![0.0; l],
+                sums: vec![0.0; TILE * value_rows],
             },
-            |scratch, (bh, (dbias, dtable))| {
+            |scratch, bh| {
                 let ptrs = &ptrs;
                 let at = grad_layout.start(bh, &dims);
                 let stride = grad_layout.row;
-                // SAFETY: the layouts were checked; head bh writes only its own rows of dq, dk, dv.
+                let mut head_terms = terms.head(&prepared, bh, &dims);
+                // the key table as the rows read it (its gradient too, until the end of the
+                // head)
+                let mut key_table = Vec::new();
+                head_terms.key_table = head_terms.key_table.map(|t| t.for_rows(l, &mut key_table));
+                // without relative keys dQ^ is never written: any pointer will do
+                let qhat_at = if with_distance { at } else { 0 };
+                // SAFETY: the layouts were checked; head bh writes only its own rows of dq,
+                // dk, dv and dq^.
                 unsafe {
                     attention_head_backward(
                         (q.head(bh, &dims), k.head(bh, &dims), v.head(bh, &dims)),
@@ -287,121 +398,159 @@ pub fn attention_backward(
                             dout.head(bh, &dims),
                             &lse[bh * l..(bh + 1) * l],
                         ),
-                        (bias.of_head(bh, &dims), values),
+                        &head_terms,
                         scale,
                         &dims,
                         (
                             (ptrs.0 .0.add(at), stride),
                             (ptrs.1 .0.add(at), stride),
                             (ptrs.2 .0.add(at), stride),
+                            (ptrs.3 .0.add(qhat_at), stride),
                         ),
-                        (dbias.as_deref_mut(), dtable.as_deref_mut()),
+                        want_bias,
                         scratch,
-                    );
+                    )
                 }
             },
-        );
-    drop(ds_chunks);
-    drop(dv_chunks);
-    let values_grad = if values.is_some() {
-        let mut total = vec![0.0f32; table_size];
-        for head in dvalues.chunks(table_size.max(1)) {
-            for (t, &g) in total.iter_mut().zip(head) {
-                *t += g;
-            }
-        }
-        total
-    } else {
-        Vec::new()
-    };
-    // SAFETY: every head wrote all its rows of dq, dk and dv, and the heads cover the buffers.
+        )
+        .collect();
+    // SAFETY: every head wrote all its rows of dq, dk, dv (and dq^ with relative keys), and
+    // the heads cover the buffers.
     unsafe {
         dq.set_len(n);
         dk.set_len(n);
         dv.set_len(n);
-    }
-    let bias_grad = match bias {
-        Bias::Heads(_) if with_bias => {
-            // sum over the batch, parallel over (head, row)
-            let mut summed = vec![0.0f32; dims.heads * ll];
-            summed
-                .par_chunks_mut(l.max(1))
-                .enumerate()
-                .for_each(|(row, dst)| {
-                    let (h, i) = (row / l, row % l);
-                    for b in 0..dims.batch {
-                        let at = (b * dims.heads + h) * ll + i * l;
-                        for (x, &y) in dst.iter_mut().zip(&ds[at..at + l]) {
-                            *x += y;
-                        }
-                    }
-                });
-            summed
+        if with_distance {
+            dqhat.set_len(n);
         }
-        _ => ds,
+    }
+    let concat = |pick: fn(&HeadGrads) -> &[f32]| -> Vec<f32> {
+        let mut all = Vec::with_capacity(per_head.iter().map(|g| pick(g).len()).sum());
+        for g in &per_head {
+            all.extend_from_slice(pick(g));
+        }
+        all
+    };
+    let (bias, slopes) = if !want_bias {
+        (Vec::new(), Vec::new())
+    } else {
+        match terms.bias {
+            Bias::None => (Vec::new(), Vec::new()),
+            Bias::Distance(_) => (
+                unreversed(sum_over_batch(&per_head, |g| &g.bias, h), l, 1),
+                Vec::new(),
+            ),
+            Bias::Piecewise(_) => {
+                // [H, 2, P] -> intercepts [H, P] and slopes [H, P]
+                let both = sum_over_batch(&per_head, |g| &g.bias, h);
+                let p = both.len() / (2 * h).max(1);
+                let (mut a, mut s) = (Vec::with_capacity(h * p), Vec::with_capacity(h * p));
+                for head in both.chunks(2 * p.max(1)) {
+                    a.extend_from_slice(&head[..p]);
+                    s.extend_from_slice(&head[p..]);
+                }
+                (a, s)
+            }
+        }
+    };
+    let values = match terms.values {
+        None => Vec::new(),
+        Some(rv) => {
+            let mut total = vec![0.0f32; rv.rows * d];
+            for g in &per_head {
+                for (t, &x) in total.iter_mut().zip(&g.values) {
+                    *t += x;
+                }
+            }
+            total
+        }
     };
     AttentionGrads {
         q: dq,
         k: dk,
         v: dv,
-        bias: bias_grad,
-        values: values_grad,
+        bias,
+        slopes,
+        query_table: concat(|g| &g.query_table),
+        key_table: concat(|g| &g.key_table),
+        distance_queries: dqhat,
+        distance_keys: unreversed(sum_over_batch(&per_head, |g| &g.distance_keys, h), l, d),
+        untied_queries: sum_over_batch(&per_head, |g| &g.untied_queries, h),
+        untied_keys: sum_over_batch(&per_head, |g| &g.untied_keys, h),
+        values,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::forward::attention_forward;
-    use super::super::naive::{cases, BiasKind};
+    use super::super::naive::cases;
     use super::*;
     use crate::lm::ops::fused::testing::{assert_close, from_interleaved, heads, store, values};
 
-    /// [`attention_backward`] against the naive loop's gradients of $q, k, v$, the bias (per
-    /// head: summed over the batch) and the relative values' table, from a seeded $\partial o$,
-    /// for every case of [`super::super::naive::cases`], inputs and $\partial o$ contiguous
-    /// and in `[B, L, H, D]` memory; without the bias gradient when it is not asked for.
-    /// Relative error at most 1e-5 (absolute where the gradient's scale is below one).
+    /// [`attention_backward`] against the naive loop's gradients of $q, k, v$ and of every
+    /// position term (objects shared by the batch: summed over it), from a seeded
+    /// $\partial o$, for every case of [`super::super::naive::cases`], inputs and $\partial o$
+    /// contiguous and in `[B, L, H, D]` memory; without the bias gradient when it is not
+    /// asked for. Relative error at most 1e-5 (absolute where the gradient's scale is below
+    /// one).
     #[test]
     fn backward_matches_naive_gradients() {
         for case in cases() {
             let dims = case.dims;
             let dout = values(case.q.len(), 7, 1.0);
-            let (dq, dk, dv, db, dtable) = case.backward(&dout);
+            let want = case.backward(&dout);
             for interleaved in [false, true] {
-                let what = format!(
-                    "{dims:?} {:?} values {} interleaved {interleaved}",
-                    case.kind,
-                    case.values.is_some()
-                );
+                let what = format!("{} interleaved {interleaved}", case.name());
                 let (q, k, v) = (
                     store(&case.q, &dims, interleaved),
                     store(&case.k, &dims, interleaved),
                     store(&case.v, &dims, interleaved),
                 );
+                let qhat = case.qhat.as_ref().map(|x| store(x, &dims, interleaved));
+                let terms = case.terms(qhat.as_ref().map(heads));
                 let qkv = (heads(&q), heads(&k), heads(&v));
-                let rv = case.relative_values();
-                let (out, lse) = attention_forward(qkv, (case.bias(), rv), case.scale, dims);
+                let (out, lse) = attention_forward(qkv, &terms, case.scale, dims);
                 let out = (out, HeadLayout::interleaved(&dims));
                 let dout = store(&dout, &dims, interleaved);
                 for want_bias in [true, false] {
                     let g = attention_backward(
                         qkv,
                         (heads(&out), heads(&dout), &lse),
-                        (case.bias(), rv),
+                        &terms,
                         case.scale,
                         dims,
                         want_bias,
                     );
                     let grad = |x: &[f32]| from_interleaved(x, &dims);
-                    assert_close(&format!("dq {what}"), &grad(&g.q), &dq, 1e-5);
-                    assert_close(&format!("dk {what}"), &grad(&g.k), &dk, 1e-5);
-                    assert_close(&format!("dv {what}"), &grad(&g.v), &dv, 1e-5);
-                    if want_bias && case.kind != BiasKind::None {
-                        assert_close(&format!("dbias {what}"), &g.bias, &db, 1e-5);
-                    } else {
-                        assert!(g.bias.is_empty(), "dbias {what}: not asked for");
+                    let got = [
+                        ("dq", grad(&g.q)),
+                        ("dk", grad(&g.k)),
+                        ("dv", grad(&g.v)),
+                        (
+                            "dq^",
+                            if g.distance_queries.is_empty() {
+                                Vec::new()
+                            } else {
+                                grad(&g.distance_queries)
+                            },
+                        ),
+                        ("drho", g.distance_keys.clone()),
+                        ("dp^Q", g.untied_queries.clone()),
+                        ("dp^K", g.untied_keys.clone()),
+                        ("dg", g.query_table.clone()),
+                        ("dg'", g.key_table.clone()),
+                        ("da^V", g.values.clone()),
+                    ];
+                    for ((name, got), want) in got.iter().zip(&want.inputs) {
+                        assert_close(&format!("{name} {what}"), got, want, 1e-5);
                     }
-                    assert_close(&format!("dtable {what}"), &g.values, &dtable, 1e-5);
+                    if want_bias {
+                        assert_close(&format!("dbias {what}"), &g.bias, &want.bias, 1e-5);
+                        assert_close(&format!("dslopes {what}"), &g.slopes, &want.slopes, 1e-5);
+                    } else {
+                        assert!(g.bias.is_empty() && g.slopes.is_empty(), "dbias {what}");
+                    }
                 }
             }
         }

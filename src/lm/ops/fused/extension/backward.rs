@@ -20,9 +20,10 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
 
-use super::super::attention::{self, Bias, RelativeValues};
-use super::super::{gather, gelu, linear, nll, norm};
-use super::flex::{dims4, flex, interleaved, rope_flex, values, HeadsBuf, ValuesParts};
+use super::super::attention;
+use super::super::{gelu, linear, nll, norm};
+use super::flex::{dims4, flex, interleaved, rope_flex, values, HeadsBuf, TermValues};
+use super::{AttentionTerms, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// The gradients of an operation's `N` parents from the state saved by its forward pass and
 /// the gradient of its output, given which parents take part (`None` for those that do not,
@@ -151,28 +152,40 @@ pub(super) fn rope_grads(
     [Some(rope_flex(dy, (&cos, &sin), true, pairs_interleaved))]
 }
 
-/// The relative gather, from the input's shape `[B, H, L, R]`, the index and the direction:
-/// the output's gradient scattered back.
-pub(super) fn relative_gather_grads(
-    ([b, h, l, r], idx, transposed): ([usize; 4], Arc<Vec<usize>>, bool),
-    dy: &FlexTensor,
-    _: [bool; 1],
-) -> [Option<FlexTensor>; 1] {
-    let da = gather::relative_gather_backward(&values(dy), &idx, (l, r), transposed);
-    [Some(flex(da, &[b, h, l, r]))]
-}
-
-/// The fused attention with `N` parents (q, k, v, then the bias when `N >= 4` and the
-/// relative values' table when `N = 5`), from its [`AttentionState`]; the bias's gradient
-/// only when the bias takes part.
-pub(super) fn attention_grads<const N: usize>(
+/// The fused attention with `N` parents (q, k, v, then the float tensors of its terms in
+/// the order of [`AttentionState::grads`]); the bias's gradient only when the bias takes part.
+fn attention_grads<const N: usize>(
     state: AttentionState,
     dout: &FlexTensor,
     wanted: [bool; N],
 ) -> [Option<FlexTensor>; N] {
-    let want_bias = wanted.get(3).copied().unwrap_or(false);
-    let (dq, dk, dv, db, dt) = state.grads(dout, want_bias);
-    first([Some(dq), Some(dk), Some(dv), db, dt])
+    let has_bias = !matches!(state.terms.bias, ScoreBias::None);
+    let want_bias = has_bias && wanted.get(3).copied().unwrap_or(false);
+    let mut all = state.grads(dout, want_bias).into_iter();
+    std::array::from_fn(|_| all.next().flatten())
+}
+
+/// The fused attention's output `out` on the graph with its `parents` (q, k, v and the
+/// terms' float tensors, 3 to 12 of them).
+pub(super) fn record_attention<C: CheckpointStrategy>(
+    parents: Vec<NodeGuard>,
+    out: FlexTensor,
+    state: impl FnOnce() -> AttentionState,
+) -> FloatTensor<Autodiff<Flex, C>> {
+    macro_rules! with_parents {
+        ($($n:literal),*) => {
+            match parents.len() {
+                $($n => {
+                    let Ok(parents) = <[NodeGuard; $n]>::try_from(parents) else {
+                        unreachable!("{} parents", $n)
+                    };
+                    record::<_, C, $n>(attention_grads::<$n>, parents, out, state)
+                })*
+                n => panic!("fused attention: {n} parents, expected 3 to 12"),
+            }
+        };
+    }
+    with_parents!(3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 }
 
 /// The first `N` of `M` gradients (the parents an operation has).
@@ -181,32 +194,24 @@ fn first<const M: usize, const N: usize>(all: [Option<FlexTensor>; M]) -> [Optio
     std::array::from_fn(|_| all.next().flatten())
 }
 
-/// Saved for the attention backward: inputs, bias, output and log-sum-exp.
+/// Saved for the attention backward: inputs, terms, output and log-sum-exp.
 #[derive(Debug, Clone)]
 pub(super) struct AttentionState {
     pub(super) q: FlexTensor,
     pub(super) k: FlexTensor,
     pub(super) v: FlexTensor,
-    pub(super) bias: Option<(FlexTensor, bool)>,
-    pub(super) rel_values: Option<ValuesParts>,
+    pub(super) terms: AttentionTerms<Flex>,
     pub(super) out: FlexTensor,
     pub(super) lse: FlexTensor,
     pub(super) scale: f32,
 }
 
-/// The gradients of the fused attention: $(\partial q, \partial k, \partial v)$, and of the
-/// bias and the relative values' table where they take part.
-type AttentionGradTensors = (
-    FlexTensor,
-    FlexTensor,
-    FlexTensor,
-    Option<FlexTensor>,
-    Option<FlexTensor>,
-);
-
 impl AttentionState {
-    /// $(\partial q, \partial k, \partial v, \partial b)$ from the output gradient.
-    fn grads(&self, dout: &FlexTensor, want_bias: bool) -> AttentionGradTensors {
+    /// The gradients of $q, k, v$ and of every float tensor of the terms, in the order of
+    /// their parents: the bias (or the intercepts, then the slopes), the query table, the key
+    /// table, the relative queries and keys, the untied queries and keys, the relative
+    /// values' table. The bias's only when `want_bias`.
+    fn grads(&self, dout: &FlexTensor, want_bias: bool) -> Vec<Option<FlexTensor>> {
         let dims = dims4(&self.q);
         let (q, k, v) = (
             HeadsBuf::new(&self.q),
@@ -215,47 +220,53 @@ impl AttentionState {
         );
         let (out, dout) = (HeadsBuf::new(&self.out), HeadsBuf::new(dout));
         let lse = values(&self.lse);
-        let bias_values = self
-            .bias
-            .as_ref()
-            .map(|(b, per_batch)| (values(b), *per_batch));
-        let bias = match &bias_values {
-            None => Bias::None,
-            Some((b, false)) => Bias::Heads(b),
-            Some((b, true)) => Bias::Batch(b),
-        };
-        let table = self.rel_values.as_ref().map(|(t, _)| values(t));
-        let rv = self
-            .rel_values
-            .as_ref()
-            .zip(table.as_deref())
-            .map(|((t, idx), table)| RelativeValues {
-                table,
-                index: idx,
-                rows: t.layout().shape()[0],
-            });
+        let held = TermValues::new(&self.terms);
         let g = attention::attention_backward(
             (q.heads(), k.heads(), v.heads()),
             (out.heads(), dout.heads(), &lse),
-            (bias, rv),
+            &held.terms(),
             self.scale,
             dims,
             want_bias,
         );
-        let dbias = self.bias.as_ref().filter(|_| want_bias).map(|(b, _)| {
-            let s = b.layout().shape().to_vec();
-            flex(g.bias, &s)
-        });
-        let dtable = self.rel_values.as_ref().map(|(t, _)| {
-            let s = t.layout().shape().to_vec();
-            flex(g.values, &s)
-        });
-        (
-            interleaved(g.q, &dims),
-            interleaved(g.k, &dims),
-            interleaved(g.v, &dims),
-            dbias,
-            dtable,
-        )
+        let shaped = |values: Vec<f32>, like: &FlexTensor| {
+            (!values.is_empty()).then(|| flex(values, like.layout().shape()))
+        };
+        let mut grads = vec![
+            Some(interleaved(g.q, &dims)),
+            Some(interleaved(g.k, &dims)),
+            Some(interleaved(g.v, &dims)),
+        ];
+        match &self.terms.bias {
+            ScoreBias::None => {}
+            ScoreBias::Distance(b) => grads.push(shaped(g.bias, b)),
+            ScoreBias::Piecewise {
+                intercepts, slopes, ..
+            } => {
+                grads.push(shaped(g.bias, intercepts));
+                grads.push(shaped(g.slopes, slopes));
+            }
+        }
+        for (t, dg) in [
+            (&self.terms.query_table, g.query_table),
+            (&self.terms.key_table, g.key_table),
+        ] {
+            if let TableTerm::Table { table, .. } = t {
+                grads.push(shaped(dg, table));
+            }
+        }
+        if let ProductTerm::Pair { keys, .. } = &self.terms.distance {
+            grads.push(Some(interleaved(g.distance_queries, &dims)));
+            grads.push(shaped(g.distance_keys, keys));
+        }
+        if let ProductTerm::Pair { queries, keys } = &self.terms.untied {
+            grads.push(shaped(g.untied_queries, queries));
+            grads.push(shaped(g.untied_keys, keys));
+        }
+        match &self.terms.values {
+            ValuesTerm::None => {}
+            ValuesTerm::Table { table, .. } => grads.push(shaped(g.values, table)),
+        }
+        grads
     }
 }

@@ -2,47 +2,16 @@
 //! (in place where their layout allows) and the kernels' results made Flex tensors again, one
 //! forward function per operation, shared by the plain and the autodiff backend.
 
-use std::sync::Arc;
-
 use burn::backend::flex::{FlexTensor, Layout};
 use burn::backend::Flex;
 use burn::tensor::{DType, Shape, TensorData};
 
-use super::super::attention::{self, Bias, RelativeValues};
+use super::super::attention::{
+    self, Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied,
+};
 use super::super::heads::{AttentionDims, HeadLayout, Heads};
-use super::super::{gather, gelu, linear, nll, norm, rope};
-use super::ScoreBias;
-
-/// The shape `[B, H, L, R]` of a gather's input, and its index as `usize` values.
-///
-/// # Panics
-/// When the index is not `[L, L]` or an entry is not below `R`: the model builds both, so
-/// either is a bug, not an input error.
-pub(super) fn gather_parts(a: &FlexTensor, index: &FlexTensor) -> ([usize; 4], Vec<usize>) {
-    let s = a.layout().shape();
-    let dims = [s[0], s[1], s[2], s[3]];
-    let idx = indices(index);
-    assert!(
-        idx.len() == dims[2] * dims[2] && idx.iter().all(|&c| c < dims[3]),
-        "relative gather: index of {} entries for L = {}, R = {}",
-        idx.len(),
-        dims[2],
-        dims[3]
-    );
-    (dims, idx)
-}
-
-/// [`gather::relative_gather`] on Flex tensors.
-pub(super) fn relative_gather_flex(
-    a: &FlexTensor,
-    dims: [usize; 4],
-    idx: &[usize],
-    transposed: bool,
-) -> FlexTensor {
-    let [b, h, l, r] = dims;
-    let y = gather::relative_gather(&values(a), idx, (l, r), transposed);
-    flex(y, &[b, h, l, l])
-}
+use super::super::{gelu, linear, nll, norm, rope};
+use super::{AttentionTerms, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// RoPE (or its adjoint) of a Flex `[B, H, L, D]` tensor, in `[B, L, H, D]` memory.
 pub(super) fn rope_flex(
@@ -184,51 +153,121 @@ pub(super) fn interleaved(values: Vec<f32>, dims: &AttentionDims) -> FlexTensor 
     ))
 }
 
-/// Relative value vectors as the attention kernels take them: the table `[R, D]` and the
-/// index `[L, L]`.
-pub(super) type ValuesParts = (FlexTensor, Arc<Vec<usize>>);
+/// The values of the terms' tensors, held while the kernel's [`Terms`] borrow them.
+pub(super) struct TermValues<'a> {
+    terms: &'a AttentionTerms<Flex>,
+    /// The bias (or the piecewise intercepts) and the piecewise slopes.
+    bias: Option<Values<'a>>,
+    slopes: Option<Values<'a>>,
+    query_table: Option<Values<'a>>,
+    key_table: Option<Values<'a>>,
+    distance_queries: Option<HeadsBuf>,
+    distance_keys: Option<Values<'a>>,
+    untied: Option<(Values<'a>, Values<'a>)>,
+    values_table: Option<Values<'a>>,
+}
 
-/// The index of relative values as `usize` values, checked against the table's rows.
-///
-/// # Panics
-/// When an entry is not below `R`: the model builds the index, so that is a bug.
-pub(super) fn value_index(table: &FlexTensor, index: &FlexTensor) -> Arc<Vec<usize>> {
-    let rows = table.layout().shape()[0];
-    let idx = indices(index);
-    assert!(
-        idx.iter().all(|&c| c < rows),
-        "relative values: index entry not below R = {rows}"
-    );
-    Arc::new(idx)
+impl<'a> TermValues<'a> {
+    pub(super) fn new(terms: &'a AttentionTerms<Flex>) -> Self {
+        let (bias, slopes) = match &terms.bias {
+            ScoreBias::None => (None, None),
+            ScoreBias::Distance(b) => (Some(values(b)), None),
+            ScoreBias::Piecewise {
+                intercepts, slopes, ..
+            } => (Some(values(intercepts)), Some(values(slopes))),
+        };
+        let table = |t: &'a TableTerm<Flex>| match t {
+            TableTerm::None => None,
+            TableTerm::Table { table, .. } => Some(values(table)),
+        };
+        let (distance_queries, distance_keys) = match &terms.distance {
+            ProductTerm::None => (None, None),
+            ProductTerm::Pair { queries, keys } => {
+                (Some(HeadsBuf::new(queries)), Some(values(keys)))
+            }
+        };
+        let values_table = match &terms.values {
+            ValuesTerm::None => None,
+            ValuesTerm::Table { table, .. } => Some(values(table)),
+        };
+        Self {
+            terms,
+            bias,
+            slopes,
+            query_table: table(&terms.query_table),
+            key_table: table(&terms.key_table),
+            distance_queries,
+            distance_keys,
+            untied: match &terms.untied {
+                ProductTerm::None => None,
+                ProductTerm::Pair { queries, keys } => Some((values(queries), values(keys))),
+            },
+            values_table,
+        }
+    }
+
+    /// The terms as the kernels read them.
+    pub(super) fn terms(&self) -> Terms<'_> {
+        let bias = match (&self.terms.bias, &self.bias, &self.slopes) {
+            (ScoreBias::Distance(_), Some(b), _) => Bias::Distance(b),
+            (ScoreBias::Piecewise { shape, .. }, Some(a), Some(s)) => Bias::Piecewise(Piecewise {
+                feature: &shape.feature,
+                row_scale: &shape.row_scale,
+                breakpoints: &shape.breakpoints,
+                intercepts: a,
+                slopes: s,
+            }),
+            _ => Bias::None,
+        };
+        fn gathered<'b>(t: &'b TableTerm<Flex>, v: &'b Option<Values<'_>>) -> Option<Gathered<'b>> {
+            match (t, v) {
+                (TableTerm::Table { table, index }, Some(v)) => Some(Gathered {
+                    table: v,
+                    rows: table.layout().shape()[3],
+                    index,
+                }),
+                _ => None,
+            }
+        }
+        Terms {
+            bias,
+            query_table: gathered(&self.terms.query_table, &self.query_table),
+            key_table: gathered(&self.terms.key_table, &self.key_table),
+            distance: self
+                .distance_queries
+                .as_ref()
+                .zip(self.distance_keys.as_deref())
+                .map(|(q, keys)| DistanceKeys {
+                    queries: q.heads(),
+                    keys,
+                }),
+            untied: self.untied.as_ref().map(|(q, k)| Untied {
+                queries: q,
+                keys: k,
+            }),
+            values: match (&self.terms.values, &self.values_table) {
+                (ValuesTerm::Table { table, index }, Some(v)) => Some(RelativeValues {
+                    table: v,
+                    rows: table.layout().shape()[0],
+                    index,
+                }),
+                _ => None,
+            },
+        }
+    }
 }
 
 /// The forward pass on Flex tensors: output and log-sum-exp.
 pub(super) fn attention_forward_flex(
     (q, k, v): (&FlexTensor, &FlexTensor, &FlexTensor),
-    bias: &ScoreBias<Flex>,
-    rel_values: Option<&ValuesParts>,
+    terms: &AttentionTerms<Flex>,
     scale: f32,
 ) -> (FlexTensor, FlexTensor) {
     let dims = dims4(q);
     let (qb, kb, vb) = (HeadsBuf::new(q), HeadsBuf::new(k), HeadsBuf::new(v));
     let qkv = (qb.heads(), kb.heads(), vb.heads());
-    let table = rel_values.map(|(t, _)| values(t));
-    let rv = rel_values
-        .zip(table.as_deref())
-        .map(|((t, idx), table)| RelativeValues {
-            table,
-            index: idx,
-            rows: t.layout().shape()[0],
-        });
-    let (out, lse) = match bias {
-        ScoreBias::None => attention::attention_forward(qkv, (Bias::None, rv), scale, dims),
-        ScoreBias::Heads(b) => {
-            attention::attention_forward(qkv, (Bias::Heads(&values(b)), rv), scale, dims)
-        }
-        ScoreBias::Batch(b) => {
-            attention::attention_forward(qkv, (Bias::Batch(&values(b)), rv), scale, dims)
-        }
-    };
+    let held = TermValues::new(terms);
+    let (out, lse) = attention::attention_forward(qkv, &held.terms(), scale, dims);
     (
         interleaved(out, &dims),
         flex(lse, &[dims.batch, dims.heads, dims.len]),

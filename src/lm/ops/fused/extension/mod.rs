@@ -14,34 +14,119 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{backend_extension, Autodiff, Backend, ExtensionType, Flex};
 
 use backward::{
-    attention_grads, gelu_grads, layer_norm_grads, linear_grads, nll_grads, record,
-    relative_gather_grads, rope_grads, AttentionState,
+    gelu_grads, layer_norm_grads, linear_grads, nll_grads, record, record_attention, rope_grads,
+    AttentionState,
 };
+use burn::backend::autodiff::ops::NodeGuard;
 use flex::{
-    attention_forward_flex, gather_parts, gelu_flex, indices, layer_norm_flex, linear_flex,
-    nll_flex, relative_gather_flex, rope_flex, value_index,
+    attention_forward_flex, gelu_flex, indices, layer_norm_flex, linear_flex, nll_flex, rope_flex,
 };
 
-/// An additive attention-score bias, in one of the two shapes the schemes produce.
-#[derive(ExtensionType)]
+/// An additive attention-score bias $b_{ij}$.
+#[derive(ExtensionType, Debug, Clone)]
 pub enum ScoreBias<B: Backend> {
     /// No bias.
     None,
-    /// `[H, L, L]`, shared by the batch (T5, ALiBi, Kerple, FIRE, TUPE).
-    Heads(FloatTensor<B>),
-    /// `[B, H, L, L]` (terms that depend on the content: Transformer-XL, DeBERTa).
-    Batch(FloatTensor<B>),
+    /// $\beta_{h,\,i-j}$, `[H, L]` (T5, ALiBi, Kerple).
+    Distance(FloatTensor<B>),
+    /// $f_h(\psi_{i-j}\nu_i)$, piecewise linear (FIRE).
+    Piecewise {
+        /// $a_{h,p}$, `[H, P]`.
+        intercepts: FloatTensor<B>,
+        /// $s_{h,p}$, `[H, P]`.
+        slopes: FloatTensor<B>,
+        /// $\psi_d$, $\nu_i$ and the breakpoints (constants).
+        shape: PiecewiseShape,
+    },
+}
+
+/// The constants of a piecewise bias: $\psi_d$ `[L]`, $\nu_i$ `[L]`, breakpoints `[P-1]`.
+#[derive(Debug, Clone)]
+pub struct PiecewiseShape {
+    /// $\psi_d$.
+    pub feature: Arc<[f32]>,
+    /// $\nu_i$.
+    pub row_scale: Arc<[f32]>,
+    /// $t_1 \le \dots \le t_{P-1}$.
+    pub breakpoints: Arc<[f32]>,
+}
+
+/// A table `[B, H, L, R]` read at the column of the distance (its index a constant).
+#[derive(ExtensionType, Debug, Clone)]
+pub enum TableTerm<B: Backend> {
+    /// None.
+    None,
+    /// The table and its index over distance.
+    Table {
+        /// $g$, `[B, H, L, R]`.
+        table: FloatTensor<B>,
+        /// $\text{index}(d)$.
+        index: Arc<[usize]>,
+    },
+}
+
+/// Two tensors whose rows meet in a product: relative queries `[B, H, L, D]` and keys per
+/// distance `[H, L, D]`, or untied absolute queries and keys `[H, L, D]`.
+#[derive(ExtensionType, Debug, Clone)]
+pub enum ProductTerm<B: Backend> {
+    /// None.
+    None,
+    /// Both.
+    Pair {
+        /// Query side.
+        queries: FloatTensor<B>,
+        /// Key side.
+        keys: FloatTensor<B>,
+    },
+}
+
+/// Relative value vectors: a table `[R, D]` and the row of every distance (a constant).
+#[derive(ExtensionType, Debug, Clone)]
+pub enum ValuesTerm<B: Backend> {
+    /// None.
+    None,
+    /// The table and its index over distance.
+    Table {
+        /// $a^V$, `[R, D]`.
+        table: FloatTensor<B>,
+        /// $\text{index}(d)$.
+        index: Arc<[usize]>,
+    },
+}
+
+/// Every position term of one fused attention call ([`super::attention::Terms`] as tensors).
+#[derive(ExtensionType, Debug, Clone)]
+pub struct AttentionTerms<B: Backend> {
+    /// $b_{ij}$.
+    #[extension_type]
+    pub bias: ScoreBias<B>,
+    /// $g_{i,\,\text{index}(i-j)}$.
+    #[extension_type]
+    pub query_table: TableTerm<B>,
+    /// $g'_{j,\,\text{index}'(i-j)}$.
+    #[extension_type]
+    pub key_table: TableTerm<B>,
+    /// $\hat q_i \cdot \rho_{i-j}$.
+    #[extension_type]
+    pub distance: ProductTerm<B>,
+    /// $p^Q_i \cdot p^K_j$.
+    #[extension_type]
+    pub untied: ProductTerm<B>,
+    /// Relative values.
+    #[extension_type]
+    pub values: ValuesTerm<B>,
 }
 
 /// Fused operations of the language model. Every input is `f32`.
 #[backend_extension(Flex, Autodiff)]
 pub trait FusedOps: Backend {
-    /// Causal attention of `q, k, v [B, H, L, D]`: $\operatorname{softmax}(c\,QK^\top + b)V$.
+    /// Causal attention of `q, k, v [B, H, L, D]` with position terms:
+    /// $\operatorname{softmax}(c\,(QK^\top + T) + B)(V + A^V)$.
     fn fused_attention(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
         v: FloatTensor<Self>,
-        #[extension_type] bias: ScoreBias<Self>,
+        #[extension_type] terms: AttentionTerms<Self>,
         scale: f32,
     ) -> FloatTensor<Self>;
 
@@ -78,29 +163,6 @@ pub trait FusedOps: Backend {
         sin: FloatTensor<Self>,
         pairs_interleaved: bool,
     ) -> FloatTensor<Self>;
-
-    /// [`FusedOps::fused_attention`] with a per-sequence bias `[B, H, L, L]` and relative
-    /// value vectors (Shaw et al.): $o_i \mathrel{+}= \sum_{j \le i} \alpha_{ij}
-    /// a^V_{\text{index}_{ij}}$ with `table [R, D]` (shared by the heads, trainable) and a
-    /// constant `index [L, L]`.
-    fn fused_attention_relative_values(
-        q: FloatTensor<Self>,
-        k: FloatTensor<Self>,
-        v: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        table: FloatTensor<Self>,
-        index: IntTensor<Self>,
-        scale: f32,
-    ) -> FloatTensor<Self>;
-
-    /// The relative-position gather of `a [B, H, L, R]` by a constant `index [L, L]`,
-    /// `[B, H, L, L]`: $a_{i, \text{index}_{ij}}$, or $a_{j, \text{index}_{ij}}$ when
-    /// `transposed` ([`gather::relative_gather`]).
-    fn fused_relative_gather(
-        a: FloatTensor<Self>,
-        index: IntTensor<Self>,
-        transposed: bool,
-    ) -> FloatTensor<Self>;
 }
 
 impl FusedOps for Flex {
@@ -125,29 +187,10 @@ impl FusedOps for Flex {
         q: FlexTensor,
         k: FlexTensor,
         v: FlexTensor,
-        bias: ScoreBias<Flex>,
+        terms: AttentionTerms<Flex>,
         scale: f32,
     ) -> FlexTensor {
-        attention_forward_flex((&q, &k, &v), &bias, None, scale).0
-    }
-
-    fn fused_attention_relative_values(
-        q: FlexTensor,
-        k: FlexTensor,
-        v: FlexTensor,
-        bias: FlexTensor,
-        table: FlexTensor,
-        index: FlexTensor,
-        scale: f32,
-    ) -> FlexTensor {
-        let idx = value_index(&table, &index);
-        let bias = ScoreBias::Batch(bias);
-        attention_forward_flex((&q, &k, &v), &bias, Some(&(table, idx)), scale).0
-    }
-
-    fn fused_relative_gather(a: FlexTensor, index: FlexTensor, transposed: bool) -> FlexTensor {
-        let (dims, idx) = gather_parts(&a, &index);
-        relative_gather_flex(&a, dims, &idx, transposed)
+        attention_forward_flex((&q, &k, &v), &terms, scale).0
     }
 
     fn fused_gelu(x: FlexTensor) -> FlexTensor {
@@ -171,18 +214,6 @@ impl FusedOps for Flex {
 /// Each operation: the Flex forward pass, then [`record`] with its gradient function from
 /// [`backward`] and the state that function reads.
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
-    fn fused_relative_gather(
-        a: FloatTensor<Self>,
-        index: IntTensor<Self>,
-        transposed: bool,
-    ) -> FloatTensor<Self> {
-        let (dims, idx) = gather_parts(a.primitive(), &index);
-        let y = relative_gather_flex(a.primitive(), dims, &idx, transposed);
-        record::<_, C, 1>(relative_gather_grads, [a.node()], y, || {
-            (dims, Arc::new(idx), transposed)
-        })
-    }
-
     fn fused_rope(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
@@ -218,70 +249,25 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
         v: FloatTensor<Self>,
-        bias: ScoreBias<Self>,
+        terms: AttentionTerms<Self>,
         scale: f32,
     ) -> FloatTensor<Self> {
-        // the bias as the Flex forward pass and the saved state take it: (tensor, per batch)
-        let (b, saved) = match &bias {
-            ScoreBias::None => (ScoreBias::None, None),
-            ScoreBias::Heads(b) => (ScoreBias::Heads(b.primitive().clone()), Some((b, false))),
-            ScoreBias::Batch(b) => (ScoreBias::Batch(b.primitive().clone()), Some((b, true))),
-        };
+        // the terms on Flex, and the parents in the order of AttentionState::grads
+        let (flex_terms, term_nodes) = on_flex(&terms);
         let qkv = (q.primitive(), k.primitive(), v.primitive());
-        let (out, lse) = attention_forward_flex(qkv, &b, None, scale);
+        let (out, lse) = attention_forward_flex(qkv, &flex_terms, scale);
         let state = || AttentionState {
             q: q.primitive().clone(),
             k: k.primitive().clone(),
             v: v.primitive().clone(),
-            bias: saved.map(|(b, per_batch)| (b.primitive().clone(), per_batch)),
-            rel_values: None,
+            terms: flex_terms,
             out: out.clone(),
             lse,
             scale,
         };
-        match saved {
-            None => record::<_, C, 3>(
-                attention_grads,
-                [q.node(), k.node(), v.node()],
-                out.clone(),
-                state,
-            ),
-            Some((b, _)) => record::<_, C, 4>(
-                attention_grads,
-                [q.node(), k.node(), v.node(), b.node()],
-                out.clone(),
-                state,
-            ),
-        }
-    }
-
-    fn fused_attention_relative_values(
-        q: FloatTensor<Self>,
-        k: FloatTensor<Self>,
-        v: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        table: FloatTensor<Self>,
-        index: IntTensor<Self>,
-        scale: f32,
-    ) -> FloatTensor<Self> {
-        let rel_values = (
-            table.primitive().clone(),
-            value_index(table.primitive(), &index),
-        );
-        let b = ScoreBias::Batch(bias.primitive().clone());
-        let qkv = (q.primitive(), k.primitive(), v.primitive());
-        let (out, lse) = attention_forward_flex(qkv, &b, Some(&rel_values), scale);
-        let parents = [q.node(), k.node(), v.node(), bias.node(), table.node()];
-        record::<_, C, 5>(attention_grads, parents, out.clone(), || AttentionState {
-            q: q.primitive().clone(),
-            k: k.primitive().clone(),
-            v: v.primitive().clone(),
-            bias: Some((bias.primitive().clone(), true)),
-            rel_values: Some(rel_values),
-            out,
-            lse,
-            scale,
-        })
+        let mut parents = vec![q.node(), k.node(), v.node()];
+        parents.extend(term_nodes);
+        record_attention::<C>(parents, out.clone(), state)
     }
 
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -309,4 +295,67 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             (logits.primitive().clone(), t, lse)
         })
     }
+}
+
+/// The terms of an autodiff call on Flex, and the nodes of their float tensors in the order
+/// [`AttentionState`] returns their gradients: the bias's (one, or intercepts then slopes),
+/// the query table, the key table, the relative queries and keys, the untied queries and
+/// keys, the relative values' table.
+fn on_flex<C: CheckpointStrategy>(
+    terms: &AttentionTerms<Autodiff<Flex, C>>,
+) -> (AttentionTerms<Flex>, Vec<NodeGuard>) {
+    let mut nodes = Vec::new();
+    let mut take = |t: &FloatTensor<Autodiff<Flex, C>>| {
+        nodes.push(t.node());
+        t.primitive().clone()
+    };
+    let bias = match &terms.bias {
+        ScoreBias::None => ScoreBias::None,
+        ScoreBias::Distance(b) => ScoreBias::Distance(take(b)),
+        ScoreBias::Piecewise {
+            intercepts,
+            slopes,
+            shape,
+        } => ScoreBias::Piecewise {
+            intercepts: take(intercepts),
+            slopes: take(slopes),
+            shape: shape.clone(),
+        },
+    };
+    let mut table = |t: &TableTerm<Autodiff<Flex, C>>| match t {
+        TableTerm::None => TableTerm::None,
+        TableTerm::Table { table, index } => TableTerm::Table {
+            table: take(table),
+            index: index.clone(),
+        },
+    };
+    let query_table = table(&terms.query_table);
+    let key_table = table(&terms.key_table);
+    let mut pair = |t: &ProductTerm<Autodiff<Flex, C>>| match t {
+        ProductTerm::None => ProductTerm::None,
+        ProductTerm::Pair { queries, keys } => ProductTerm::Pair {
+            queries: take(queries),
+            keys: take(keys),
+        },
+    };
+    let distance = pair(&terms.distance);
+    let untied = pair(&terms.untied);
+    let values = match &terms.values {
+        ValuesTerm::None => ValuesTerm::None,
+        ValuesTerm::Table { table, index } => ValuesTerm::Table {
+            table: take(table),
+            index: index.clone(),
+        },
+    };
+    (
+        AttentionTerms {
+            bias,
+            query_table,
+            key_table,
+            distance,
+            untied,
+            values,
+        },
+        nodes,
+    )
 }
