@@ -10,7 +10,7 @@ use ndarray::{s, Array1, Array2};
 use posenc::attention::{attention, PositionScheme};
 use posenc::encodings::alibi::Alibi;
 use posenc::encodings::deberta::{DebertaRelative, LogBuckets};
-use posenc::encodings::fire::Fire;
+use posenc::encodings::fire::{Fire, FireTransform};
 use posenc::encodings::kerple::{Kerple, KerpleKind};
 use posenc::encodings::learned::LearnedAbsolute;
 use posenc::encodings::nope::NoPe;
@@ -137,8 +137,7 @@ fn reference(c: &ModelConfig, lm: &Lm, h: usize) -> Box<dyn PositionScheme> {
                     Array1::from(vec1(p.b1.val())),
                     array2(p.w2.val()),
                     Array1::from(vec1(p.b2.val())),
-                    c.fire_c,
-                    c.fire_threshold,
+                    FireTransform::new(c.fire_c, c.fire_threshold).unwrap(),
                 )
                 .unwrap(),
             )
