@@ -23,7 +23,7 @@ use ndarray_rand::rand::rngs::StdRng;
 use ndarray_rand::rand::SeedableRng;
 
 pub use crate::lm::config::{ModelConfig, Scheme};
-pub use crate::lm::ops::{Kernels, Ops};
+pub use crate::lm::ops::{to_vec, Kernels, Ops};
 pub use context::PositionContext;
 pub use schemes::{AbsolutePositions, AbsoluteRows, LayerInput, LayerPositions};
 
@@ -313,14 +313,6 @@ impl SelfAttention {
             ops,
         })
     }
-}
-
-/// Reads a tensor back as `f32` values.
-pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
-        .unwrap_or_default()
 }
 
 /// Bytes `[B, L]` as an integer tensor.

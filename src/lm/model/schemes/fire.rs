@@ -4,10 +4,8 @@
 //! intercept and one slope per piece of its input ([`ReluPieces`]), both expanded inside the
 //! fused attention's tiles: no `[L, L]` feature table and no `[H, L, L]` bias.
 
-use std::sync::Arc;
-
 use burn::module::{Module, Param};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Tensor, TensorData};
 
 use super::LayerInput;
 use crate::encodings::fire::{fire_factors, relu_pieces, Fire, ReluPieces};
@@ -33,19 +31,19 @@ pub struct FireParams {
 /// FIRE's feature for $L$ positions, $x_{ij} = \psi_{i-j}\,\nu_i$.
 #[derive(Debug, Clone)]
 pub struct Objects {
-    /// $\psi(d)$, distances $d = 0..L$.
-    pub feature: Arc<[f32]>,
-    /// $\nu_i = 1/\psi(\max(L_{thr}, i))$, queries $i = 0..L$.
-    pub row_scale: Arc<[f32]>,
+    /// $\psi(d)$, distances $d = 0..L$, `[L]`.
+    pub feature: Tensor<1>,
+    /// $\nu_i = 1/\psi(\max(L_{thr}, i))$, queries $i = 0..L$, `[L]`.
+    pub row_scale: Tensor<1>,
 }
 
 impl Objects {
     /// The feature's factors for `len` positions ([`fire_factors`]).
-    pub fn new(c: &ModelConfig, len: usize) -> Self {
+    pub fn new(c: &ModelConfig, len: usize, device: &Device) -> Self {
         let (psi, nu) = fire_factors(len, c.fire_c, c.fire_threshold);
         Self {
-            feature: psi.into(),
-            row_scale: nu.into(),
+            feature: Tensor::from_data(TensorData::new(psi, [len]), device),
+            row_scale: Tensor::from_data(TensorData::new(nu, [len]), device),
         }
     }
 }
@@ -126,7 +124,8 @@ mod tests {
         };
         let (h, l, hidden) = (c.heads, 45, c.fire_hidden);
         let p = FireParams::init(&c, 3, &device).unwrap();
-        let o = Objects::new(&c, l);
+        let o = Objects::new(&c, l, &device);
+        let (feature, row_scale) = (to_vec(o.feature.clone()), to_vec(o.row_scale.clone()));
         // x_ij = psi_{i-j} nu_i, 0 above the diagonal, [L*L, 1]
         let x: Vec<f32> = (0..l * l)
             .map(|e| {
@@ -134,7 +133,7 @@ mod tests {
                 if j > i {
                     0.0
                 } else {
-                    o.feature[i - j] * o.row_scale[i]
+                    feature[i - j] * row_scale[i]
                 }
             })
             .collect();

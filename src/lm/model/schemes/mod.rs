@@ -188,7 +188,7 @@ pub(crate) fn objects(
         Scheme::Alibi => Arc::new(alibi::Objects::new(c, len, device)?),
         Scheme::Xpos => Arc::new(xpos::Objects::new(c, len, device)?),
         Scheme::Kerple => Arc::new(kerple::Objects::new(len, device)),
-        Scheme::Fire => Arc::new(fire::Objects::new(c, len)),
+        Scheme::Fire => Arc::new(fire::Objects::new(c, len, device)),
     })
 }
 

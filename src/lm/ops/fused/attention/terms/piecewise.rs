@@ -4,9 +4,19 @@
 //! whose scale equals the first row's (FIRE's rows below its threshold), have one bias per
 //! distance: computed once per call, their gradient summed per distance and folded into the
 //! pieces at the end.
+//!
+//! The gradient reaches the pieces, $\partial a_p = \sum \partial b_{ij}$ and
+//! $\partial s_p = \sum \partial b_{ij}\, x_{ij}$ over the pairs on piece $p$, and, when asked
+//! for, the feature's two factors through $\partial x_{ij} = s_p\, \partial b_{ij}$ (the pieces
+//! themselves move only where a breakpoint crosses a feature, a set of measure zero):
+//!
+//! ```math
+//! \partial\psi_d = \sum_{i - j = d} \partial x_{ij}\, \nu_i, \qquad
+//! \partial\nu_i = \sum_{j \le i} \partial x_{ij}\, \psi_{i-j}.
+//! ```
 
 use super::reversed;
-use crate::lm::ops::fused::simd::{multiversion, sum};
+use crate::lm::ops::fused::simd::{dot, multiversion, sum};
 
 /// $f_h(x) = a_{h,p} + s_{h,p}\, x$ on piece $p = \#\{k : t_k < x\}$ of the breakpoints
 /// $t_1 \le \dots \le t_{P-1}$, at $x_{ij} = \psi_{i-j}\,\nu_i$.
@@ -38,7 +48,7 @@ pub(in super::super) struct PreparedPiecewise {
 impl Piecewise<'_> {
     /// $P$.
     #[inline]
-    pub(super) fn pieces(&self) -> usize {
+    pub(in super::super) fn pieces(&self) -> usize {
         self.breakpoints.len() + 1
     }
 
@@ -117,40 +127,85 @@ impl HeadPiecewise<'_> {
         out
     }
 
-    /// The size of the head's gradient accumulator: $(\partial a, \partial s)$ `[2, P]`, then
-    /// the first rows' gradient per distance, reversed, `[L]`.
+    /// The size of the head's gradient accumulator ([`Accumulator`]): $(\partial a, \partial s)$
+    /// `[2, P]`, the first rows' gradient per distance, reversed, `[L]`, and with `feature`
+    /// $\partial\psi$ reversed and $\partial\nu$, `[L]` each.
     #[inline]
-    pub(super) fn grad_len(&self, l: usize) -> usize {
-        2 * (self.breakpoints.len() + 1) + l
+    pub(super) fn grad_len(&self, l: usize, feature: bool) -> usize {
+        2 * (self.breakpoints.len() + 1) + if feature { 3 * l } else { l }
     }
 
     /// Adds the gradient from the score gradient `ds` of query `i` (keys $0..=i$) to `grad`
-    /// ([`HeadPiecewise::grad_len`]).
+    /// ([`HeadPiecewise::grad_len`]; the feature's factors when it holds them).
     #[inline]
     pub(super) fn grad(&self, i: usize, l: usize, ds: &[f32], grad: &mut [f32]) {
-        let pieces = self.breakpoints.len() + 1;
-        let (da, rest) = grad.split_at_mut(pieces);
-        let (dsl, per_distance) = rest.split_at_mut(pieces);
+        let acc = Accumulator::split(grad, self.breakpoints.len() + 1, l);
+        let (nu, feature, g) = (self.row_scale[i], &self.feature[l - 1 - i..], &ds[..=i]);
+        let dfeature = acc
+            .feature
+            .map(|(dpsi, dnu)| (&mut dpsi[l - 1 - i..], &mut dnu[i]));
         if i < self.shared_rows {
-            for (g, &d) in per_distance[l - 1 - i..].iter_mut().zip(&ds[..=i]) {
-                *g += d;
+            for (p, &d) in acc.per_distance[l - 1 - i..].iter_mut().zip(g) {
+                *p += d;
+            }
+            if let Some((dpsi, dnu)) = dfeature {
+                *dnu += piecewise_grads(
+                    g,
+                    feature,
+                    nu,
+                    self.breakpoints,
+                    self.slopes,
+                    None,
+                    Some(dpsi),
+                );
             }
         } else {
-            let (nu, feature) = (self.row_scale[i], &self.feature[l - 1 - i..]);
-            piecewise_grads(&ds[..=i], feature, nu, self.breakpoints, da, dsl);
+            let (dpsi, dnu) = dfeature.unzip();
+            let pieces = Some((acc.da, acc.ds));
+            let d = piecewise_grads(g, feature, nu, self.breakpoints, self.slopes, pieces, dpsi);
+            if let Some(dnu) = dnu {
+                *dnu += d;
+            }
         }
     }
 
     /// Folds the first rows' gradient per distance into the pieces' (their $x$ is
-    /// $\psi_d\,\nu_0$), leaving $(\partial a, \partial s)$ `[2, P]`.
+    /// $\psi_d\,\nu_0$), leaving $(\partial a, \partial s)$ `[2, P]`, then $\partial\psi$
+    /// reversed and $\partial\nu$ `[L]` each when `grad` holds them.
     pub(super) fn finish_grad(&self, grad: &mut Vec<f32>) {
-        let pieces = self.breakpoints.len() + 1;
-        let (da, rest) = grad.split_at_mut(pieces);
-        let (dsl, per_distance) = rest.split_at_mut(pieces);
+        let (pieces, l) = (self.breakpoints.len() + 1, self.feature.len());
+        let acc = Accumulator::split(grad, pieces, l);
         if let Some(&nu) = self.row_scale.first() {
-            piecewise_grads(per_distance, self.feature, nu, self.breakpoints, da, dsl);
+            let to_pieces = Some((acc.da, acc.ds));
+            let (f, t, a) = (self.feature, self.breakpoints, self.slopes);
+            piecewise_grads(acc.per_distance, f, nu, t, a, to_pieces, None);
         }
-        grad.truncate(2 * pieces);
+        // drop the per-distance sums: [da, ds, (dpsi, dnu)]
+        grad.drain(2 * pieces..2 * pieces + l);
+    }
+}
+
+/// A head's gradient accumulator ([`HeadPiecewise::grad_len`]) split into its parts.
+struct Accumulator<'g> {
+    da: &'g mut [f32],
+    ds: &'g mut [f32],
+    per_distance: &'g mut [f32],
+    /// $\partial\psi$ reversed and $\partial\nu$, when asked for.
+    feature: Option<(&'g mut [f32], &'g mut [f32])>,
+}
+
+impl<'g> Accumulator<'g> {
+    fn split(grad: &'g mut [f32], pieces: usize, l: usize) -> Self {
+        let (da, rest) = grad.split_at_mut(pieces);
+        let (ds, rest) = rest.split_at_mut(pieces);
+        let (per_distance, rest) = rest.split_at_mut(l);
+        let feature = (!rest.is_empty()).then(|| rest.split_at_mut(l));
+        Self {
+            da,
+            ds,
+            per_distance,
+            feature,
+        }
     }
 }
 
@@ -187,16 +242,31 @@ multiversion! {
 }
 
 multiversion! {
-    /// The gradient of [`piecewise_row`] from the row's $\partial b$:
-    /// $\partial a_p \mathrel{+}= \sum_j \partial b_j$, $\partial s_p \mathrel{+}= \sum_j
-    /// \partial b_j\,(\psi_j \nu)$ over each piece's keys.
-    fn piecewise_grads(g: &[f32], feature: &[f32], nu: f32, breakpoints: &[f32], da: &mut [f32], ds: &mut [f32]) {
+    /// The gradient of [`piecewise_row`] from the row's $\partial b$, over each piece's keys:
+    /// into `pieces`, $\partial a_p \mathrel{+}= \sum_j \partial b_j$ and $\partial s_p
+    /// \mathrel{+}= \sum_j \partial b_j\,(\psi_j \nu)$; into `dfeature`, $\partial\psi_j
+    /// \mathrel{+}= s_p\,\partial b_j\, \nu$. Returns $\partial\nu = \sum_p s_p \sum_j \partial b_j\,
+    /// \psi_j$ (0 without `dfeature`).
+    fn piecewise_grads(g: &[f32], feature: &[f32], nu: f32, breakpoints: &[f32], slopes: &[f32], pieces: Option<(&mut [f32], &mut [f32])>, dfeature: Option<&mut [f32]>) -> f32 {
+        let (mut pieces, mut dfeature) = (pieces, dfeature);
+        let mut dnu = 0.0;
         for (p, a, b) in piece_ranges(feature, nu, breakpoints) {
             let (g, f) = (&g[a..b], &feature[a..b]);
-            let x: f32 = g.iter().zip(f).map(|(&g, &psi)| g * (psi * nu)).sum();
-            da[p] += sum(g);
-            ds[p] += x;
+            if let Some((da, ds)) = pieces.as_mut() {
+                let x: f32 = g.iter().zip(f).map(|(&g, &psi)| g * (psi * nu)).sum();
+                da[p] += sum(g);
+                ds[p] += x;
+            }
+            if let Some(dpsi) = dfeature.as_deref_mut() {
+                // dx_j = s_p db_j: dpsi_j += dx_j nu, dnu += dx_j psi_j
+                let s_nu = slopes[p] * nu;
+                for (d, &gj) in dpsi[a..b].iter_mut().zip(g) {
+                    *d = gj.mul_add(s_nu, *d);
+                }
+                dnu += slopes[p] * dot(g, f);
+            }
         }
+        dnu
     }
 }
 
