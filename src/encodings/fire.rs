@@ -48,6 +48,20 @@ pub const MIN_C: f32 = 1e-6;
 /// $0/0$.
 pub const MIN_THRESHOLD: f32 = 1.0;
 
+/// The paper's initial threshold for a model trained at `train_len`: a quarter of it, as its
+/// 512 of 2,048 (at least [`MIN_THRESHOLD`]).
+///
+/// # Examples
+/// ```
+/// use posenc::encodings::fire::initial_threshold;
+/// assert_eq!(initial_threshold(2048), 512.0);
+/// assert_eq!(initial_threshold(128), 32.0);
+/// assert_eq!(initial_threshold(2), 1.0);
+/// ```
+pub fn initial_threshold(train_len: usize) -> f32 {
+    (train_len as f32 / 4.0).max(MIN_THRESHOLD)
+}
+
 /// FIRE's two learned scalars as the paper's listing holds them: $c$, used as $|c|$, and the
 /// multiplier $m$ of the initial threshold $L_0$, so that $L = |m L_0|$ (with the floors
 /// [`MIN_C`] and [`MIN_THRESHOLD`]). At initialisation $m = 1$, $L = L_0$.

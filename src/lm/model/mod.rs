@@ -121,6 +121,20 @@ impl Lm {
         })
     }
 
+    /// The model in the form of a checkpoint written before FIRE learned $c$ and $L$
+    /// ([`LayerPositions::with_fixed_fire_transform`]).
+    pub fn with_fixed_fire_transform(self) -> Self {
+        let blocks = self
+            .blocks
+            .into_iter()
+            .map(|mut b| {
+                b.attn.positions = b.attn.positions.with_fixed_fire_transform();
+                b
+            })
+            .collect();
+        Self { blocks, ..self }
+    }
+
     /// Logits `[B, L, 256]` for bytes `[B, L]`.
     ///
     /// # Errors
