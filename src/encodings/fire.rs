@@ -16,10 +16,15 @@
 //! f_\theta(x) = W_2^\top \operatorname{ReLU}(w_1 x + b_1) + b_2
 //! ```
 //!
-//! for causal $j \le i$, with $c > 0$ and $L > 0$ learnable. Defaults, from the reference
-//! PyTorch listing in the paper's appendix (`init_c = 0.1`, `init_L = 512`, `mlp_width = 32`):
-//! $c = 0.1$, $L = 512$, 32 hidden units. The listing also adds $\varepsilon = 10^{-6}$ to the
-//! normaliser; here $\psi(\max(L, i)) \ge \psi(L) > 0$ already, so no $\varepsilon$ is needed.
+//! for causal $j \le i$, with $c > 0$ and $L > 0$ learned along with the MLP. The paper's
+//! reference PyTorch listing (its appendix; `init_c = 0.1`, `init_L = 512`, `mlp_width = 32`)
+//! learns $c$ as it is, used as $|c|$, and $L$ as a multiplier $m$ of its initial value
+//! $L_0$, $L = |m L_0|$ with $m$ starting at 1 ([`FireTransform`]): an optimiser's step in $m$
+//! moves $L$ in proportion to $L_0$. Its $L_0 = 512$ is a quarter of the paper's training length,
+//! 2,048 (the length its introduction and experiments train at). The listing also adds
+//! $\varepsilon = 10^{-6}$ to the normaliser; here $|c|$ and $L$ are floored instead
+//! ([`MIN_C`], [`MIN_THRESHOLD`]), which leaves every value at $|c| \ge 10^{-6}$, $L \ge 1$
+//! unchanged.
 //!
 //! Derived step by step, checked and plotted in `notebooks/09_alibi_and_beyond.ipynb`.
 
@@ -32,10 +37,165 @@ use crate::error::{ensure, ensure_shape, invalid, Result};
 
 /// The paper's initial $c$ in $\psi(x) = \ln(cx + 1)$, 0.1.
 pub const DEFAULT_C: f32 = 0.1;
-/// The paper's initial threshold $L$, 512.
+/// The paper's initial threshold $L$, 512 (a quarter of its training length, 2,048).
 pub const DEFAULT_THRESHOLD: f32 = 512.0;
 /// The paper's MLP width, 32.
 pub const DEFAULT_HIDDEN: usize = 32;
+/// The smallest $|c|$ FIRE uses, $10^{-6}$: at $c = 0$ the feature would be $0/0$.
+pub const MIN_C: f32 = 1e-6;
+/// The smallest threshold FIRE uses, 1: below it only query 0 would change its normaliser, and
+/// that query's one key is at distance 0 (feature 0 for any threshold); at $L = 0$ it would be
+/// $0/0$.
+pub const MIN_THRESHOLD: f32 = 1.0;
+
+/// The paper's initial threshold for a model trained at `train_len`: a quarter of it, as its
+/// 512 of 2,048 (at least [`MIN_THRESHOLD`]).
+///
+/// # Examples
+/// ```
+/// use posenc::encodings::fire::initial_threshold;
+/// assert_eq!(initial_threshold(2048), 512.0);
+/// assert_eq!(initial_threshold(128), 32.0);
+/// assert_eq!(initial_threshold(2), 1.0);
+/// ```
+pub fn initial_threshold(train_len: usize) -> f32 {
+    (train_len as f32 / 4.0).max(MIN_THRESHOLD)
+}
+
+/// FIRE's two learned scalars as the paper's listing holds them: $c$, used as $|c|$, and the
+/// multiplier $m$ of the initial threshold $L_0$, so that $L = |m L_0|$ (with the floors
+/// [`MIN_C`] and [`MIN_THRESHOLD`]). At initialisation $m = 1$, $L = L_0$.
+///
+/// # Examples
+/// ```
+/// use posenc::encodings::fire::{fire_factors, FireTransform};
+/// let mut t = FireTransform::new(0.1, 32.0)?;
+/// assert_eq!(t.factors(200), fire_factors(200, 0.1, 32.0));
+/// // learned values: c = -0.2 acts as 0.2, m = 1.5 moves L to 48
+/// (t.c, t.threshold_scale) = (-0.2, 1.5);
+/// assert_eq!((t.c_value(), t.threshold()), (0.2, 48.0));
+/// # Ok::<(), posenc::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FireTransform {
+    /// $c$ as learned; $\psi$ uses $\max(|c|, 10^{-6})$.
+    pub c: f32,
+    /// $m$ as learned; 1 at initialisation.
+    pub threshold_scale: f32,
+    /// $L_0$, the threshold at $m = 1$ (fixed).
+    pub init_threshold: f32,
+}
+
+/// The derivatives of [`FireTransform::factors`] in the learned scalars, each `[len]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FireTangents {
+    /// $\partial\psi(d)/\partial c = \operatorname{sgn}(c)\, d/(1 + |c| d)$.
+    pub feature_c: Vec<f32>,
+    /// $\partial\nu_i/\partial c = -\nu_i^2 \operatorname{sgn}(c)\, n_i/(1 + |c| n_i)$ with
+    /// $n_i = \max(L, i)$.
+    pub row_scale_c: Vec<f32>,
+    /// $\partial\nu_i/\partial m = -\nu_i^2\, |c|/(1 + |c| L)\, \operatorname{sgn}(m) L_0$ for
+    /// the queries whose normaliser is the threshold ($i \le L$, a tie counted as the
+    /// threshold's), 0 for the others.
+    pub row_scale_m: Vec<f32>,
+}
+
+impl FireTransform {
+    /// The scalars at initialisation: $c$ and $L_0$ given, $m = 1$.
+    ///
+    /// # Errors
+    /// When `c` or `threshold` is not a finite number > 0.
+    pub fn new(c: f32, threshold: f32) -> Result<Self> {
+        ensure(c.is_finite() && c > 0.0, "c", c, "a finite number > 0")?;
+        let t = Self {
+            c,
+            threshold_scale: 1.0,
+            init_threshold: threshold,
+        };
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// Checks that $c$ and $m$ are finite and $L_0$ a finite number > 0 (fields are public).
+    ///
+    /// # Errors
+    /// When one is not.
+    pub fn validate(&self) -> Result<()> {
+        ensure(self.c.is_finite(), "c", self.c, "a finite number")?;
+        ensure(
+            self.threshold_scale.is_finite(),
+            "threshold_scale",
+            self.threshold_scale,
+            "a finite number",
+        )?;
+        ensure(
+            self.init_threshold.is_finite() && self.init_threshold > 0.0,
+            "threshold",
+            self.init_threshold,
+            "a finite number > 0",
+        )
+    }
+
+    /// $\max(|c|, 10^{-6})$, the $c$ of $\psi$.
+    pub fn c_value(&self) -> f32 {
+        self.c.abs().max(MIN_C)
+    }
+
+    /// $\max(|m L_0|, 1)$, the threshold $L$.
+    pub fn threshold(&self) -> f32 {
+        (self.threshold_scale * self.init_threshold)
+            .abs()
+            .max(MIN_THRESHOLD)
+    }
+
+    /// $\psi(|i-j|)/\psi(\max(L, i))$ at these scalars ([`fire_feature`]).
+    pub fn feature(&self, i: usize, j: usize) -> f32 {
+        fire_feature(i, j, self.c_value(), self.threshold())
+    }
+
+    /// $\psi(d)$ and $\nu_i = 1/\psi(\max(L, i))$ for `len` positions at these scalars
+    /// ([`fire_factors`]).
+    pub fn factors(&self, len: usize) -> (Vec<f32>, Vec<f32>) {
+        fire_factors(len, self.c_value(), self.threshold())
+    }
+
+    /// The derivatives of [`FireTransform::factors`] in $c$ and $m$ ([`FireTangents`]), in
+    /// `f64` and rounded once; 0 in a scalar held at its floor.
+    pub fn tangents(&self, len: usize) -> FireTangents {
+        let c = f64::from(self.c_value());
+        let threshold = f64::from(self.threshold());
+        // d|c|/dc and d|m L0|/dm, 0 at a floor
+        let dc = if self.c.abs() > MIN_C {
+            f64::from(self.c.signum())
+        } else {
+            0.0
+        };
+        let dl = if (self.threshold_scale * self.init_threshold).abs() > MIN_THRESHOLD {
+            f64::from(self.threshold_scale.signum() * self.init_threshold)
+        } else {
+            0.0
+        };
+        // d psi(x) / d|c| = x / (1 + |c| x)
+        let dpsi = |x: f64| x / (1.0 + c * x);
+        let feature_c = (0..len).map(|d| (dc * dpsi(d as f64)) as f32).collect();
+        let (mut row_scale_c, mut row_scale_m) = (Vec::with_capacity(len), Vec::with_capacity(len));
+        for i in 0..len {
+            // n_i = max(L, i); nu_i = 1 / psi(n_i)
+            let n = threshold.max(i as f64);
+            let nu = 1.0 / fire_psi(n, self.c_value());
+            // d nu = -nu^2 d psi(n), d psi(n) / dn = |c| / (1 + |c| n)
+            row_scale_c.push((-nu * nu * dc * dpsi(n)) as f32);
+            let on_threshold = i as f64 <= threshold;
+            let dn = if on_threshold { dl } else { 0.0 };
+            row_scale_m.push((-nu * nu * c / (1.0 + c * n) * dn) as f32);
+        }
+        FireTangents {
+            feature_c,
+            row_scale_c,
+            row_scale_m,
+        }
+    }
+}
 
 /// The normalised distance $\psi(|i-j|)\ /\ \psi(\max(L, i))$ with $\psi(x) = \ln(cx + 1)$ for a
 /// query at position `i` and a key at `j`; in $[0, 1]$ for $j \le i$, 0 on the diagonal, and
@@ -140,10 +300,9 @@ pub fn relu_pieces(w1: &[f32], b1: &[f32]) -> ReluPieces {
 /// $f_\theta(x) = W_2^\top \operatorname{ReLU}(w_1 x + b_1) + b_2$.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fire {
-    /// $c > 0$ in $\psi(x) = \ln(cx + 1)$; default 0.1.
-    pub c: f32,
-    /// Threshold $L > 0$ below which the normaliser stays $\psi(L)$; default 512.
-    pub threshold: f32,
+    /// $c$ in $\psi(x) = \ln(cx + 1)$ and the threshold $L$ below which the normaliser stays
+    /// $\psi(L)$, as learned; initially 0.1 and 512.
+    pub transform: FireTransform,
     /// First-layer weights $w_1$, `[hidden]` (the input is one scalar).
     pub w1: Array1<f32>,
     /// First-layer bias $b_1$, `[hidden]`.
@@ -158,6 +317,8 @@ impl Fire {
     /// FIRE with `heads` outputs and `hidden` units, weights initialised like PyTorch's
     /// `nn.Linear`: $\mathcal U(-1/\sqrt{\text{fan\_in}}, 1/\sqrt{\text{fan\_in}})$ (fan-in 1, then
     /// `hidden`), from a ChaCha RNG seeded by `seed`.
+    ///
+    /// `c` and `threshold` are the initial $c$ and $L_0$ ([`FireTransform::new`]).
     ///
     /// # Errors
     /// When `heads` or `hidden` is zero, or `c` or `threshold` is not a finite number > 0.
@@ -182,26 +343,24 @@ impl Fire {
         let second = 1.0 / (hidden as f32).sqrt();
         let w2 = init.uniform((hidden, heads), second)?;
         let b2 = init.uniform_vec(heads, second)?;
-        Self::from_weights(w1, b1, w2, b2, c, threshold)
+        Self::from_weights(w1, b1, w2, b2, FireTransform::new(c, threshold)?)
     }
 
-    /// FIRE with given (e.g. trained) weights.
+    /// FIRE with given (e.g. trained) weights and scalars.
     ///
     /// # Errors
     /// When the shapes do not fit (`w1`, `b1`: `[hidden]`; `w2`: `[hidden, heads]`; `b2`:
-    /// `[heads]`, with `hidden, heads >= 1`), a weight is not finite, or `c` or `threshold` is
-    /// not a finite number > 0.
+    /// `[heads]`, with `hidden, heads >= 1`), a weight is not finite, or the scalars are
+    /// invalid ([`FireTransform::validate`]).
     pub fn from_weights(
         w1: Array1<f32>,
         b1: Array1<f32>,
         w2: Array2<f32>,
         b2: Array1<f32>,
-        c: f32,
-        threshold: f32,
+        transform: FireTransform,
     ) -> Result<Self> {
         let fire = Self {
-            c,
-            threshold,
+            transform,
             w1,
             b1,
             w2,
@@ -216,18 +375,7 @@ impl Fire {
     /// # Errors
     /// As [`Fire::from_weights`].
     pub fn validate(&self) -> Result<()> {
-        ensure(
-            self.c.is_finite() && self.c > 0.0,
-            "c",
-            self.c,
-            "a finite number > 0",
-        )?;
-        ensure(
-            self.threshold.is_finite() && self.threshold > 0.0,
-            "threshold",
-            self.threshold,
-            "a finite number > 0",
-        )?;
+        self.transform.validate()?;
         let (hidden, heads) = (self.w1.len(), self.b2.len());
         ensure(hidden >= 1, "hidden", hidden, ">= 1")?;
         ensure(heads >= 1, "heads", heads, ">= 1")?;
@@ -266,7 +414,7 @@ impl Fire {
             if j > i {
                 0.0
             } else {
-                fire_feature(i, j, self.c, self.threshold)
+                self.transform.feature(i, j)
             }
         }))
     }
@@ -342,8 +490,7 @@ mod tests {
             array![0.0, 0.5],
             array![[2.0], [3.0]],
             array![0.1],
-            1.0,
-            1.0,
+            FireTransform::new(1.0, 1.0).unwrap(),
         )
         .unwrap()
     }
@@ -354,7 +501,8 @@ mod tests {
         for r in 0..lq {
             let i = lk - lq + r;
             for j in 0..=i {
-                let x = fire_feature(i, j, f.c, f.threshold);
+                let t = &f.transform;
+                let x = fire_feature(i, j, t.c_value(), t.threshold());
                 let mut out = f.b2[head];
                 for u in 0..f.w1.len() {
                     out += f.w2[[u, head]] * (f.w1[u] * x + f.b1[u]).max(0.0);
@@ -477,7 +625,8 @@ mod tests {
             Array1::<f32>::zeros(3),
         );
         let build = |w1: &Array1<f32>, b1: &Array1<f32>, w2: &Array2<f32>, b2: &Array1<f32>| {
-            Fire::from_weights(w1.clone(), b1.clone(), w2.clone(), b2.clone(), 0.1, 512.0)
+            let t = FireTransform::new(0.1, 512.0).unwrap();
+            Fire::from_weights(w1.clone(), b1.clone(), w2.clone(), b2.clone(), t)
         };
         assert!(build(&w1, &b1, &w2, &b2).is_ok());
         // b1 of another width, W2 of another height, b2 of another width, no hidden unit
@@ -492,6 +641,126 @@ mod tests {
             "invalid head = 1: allowed is 0..1"
         );
         assert!(f.bias(0, 3, 2).is_err());
+    }
+
+    /// $c$ is used as $|c|$ and $L = |m L_0|$: a negative $c$ or $m$ gives the features of
+    /// its absolute value; at $m = 1$ the features are those of $c$ and $L_0$; the floors keep
+    /// $c = 0$ and $m = 0$ finite, and a threshold below 1 gives the features of 1.
+    #[test]
+    fn the_scalars_act_through_their_absolute_values_and_floors() {
+        let t = FireTransform::new(0.3, 20.0).unwrap();
+        let flipped = FireTransform {
+            c: -0.3,
+            threshold_scale: -1.0,
+            ..t
+        };
+        let scaled = FireTransform {
+            threshold_scale: 1.5,
+            ..t
+        };
+        let below_one = FireTransform::new(0.3, 0.25).unwrap();
+        let at_one = FireTransform::new(0.3, 1.0).unwrap();
+        for i in 0..80 {
+            for j in 0..=i {
+                assert_eq!(t.feature(i, j), fire_feature(i, j, 0.3, 20.0));
+                assert_eq!(flipped.feature(i, j), t.feature(i, j));
+                assert_eq!(scaled.feature(i, j), fire_feature(i, j, 0.3, 30.0));
+                assert_eq!(below_one.feature(i, j), at_one.feature(i, j));
+            }
+        }
+        let zero = FireTransform {
+            c: 0.0,
+            threshold_scale: 0.0,
+            ..t
+        };
+        assert_eq!((zero.c_value(), zero.threshold()), (MIN_C, MIN_THRESHOLD));
+        let (psi, nu) = zero.factors(50);
+        assert!(psi.iter().chain(&nu).all(|v| v.is_finite()));
+        assert!(FireTransform::new(0.0, 8.0).is_err());
+        assert!(FireTransform { c: f32::NAN, ..t }.validate().is_err());
+        assert!(FireTransform {
+            threshold_scale: f32::INFINITY,
+            ..t
+        }
+        .validate()
+        .is_err());
+    }
+
+    /// $\psi(d)$ and $\nu_i$ in `f64`, written out from the definitions with the scalars as
+    /// learned: $\ln(1 + |c| d)$ and $1/\ln(1 + |c| \max(|m L_0|, i))$.
+    fn factors_f64(c: f64, m: f64, l0: f64, len: usize) -> (Vec<f64>, Vec<f64>) {
+        let psi = |x: f64| (c.abs() * x).ln_1p();
+        let l = (m * l0).abs();
+        (
+            (0..len).map(|d| psi(d as f64)).collect(),
+            (0..len).map(|i| 1.0 / psi(l.max(i as f64))).collect(),
+        )
+    }
+
+    /// [`FireTransform::tangents`] against central differences of the factors written out in
+    /// `f64`, for queries on both sides of $L$ (an integer $L$ and one between positions,
+    /// negative scalars too): zero in $m$ past $L$, nonzero up to it; zero at a floor.
+    #[test]
+    fn tangents_match_finite_differences() {
+        let len = 90;
+        for (c, m, l0) in [
+            (0.1f32, 1.0f32, 32.0f32),
+            (0.37, 0.83, 41.0),
+            (-0.2, -1.22, 25.0),
+        ] {
+            let t = FireTransform {
+                c,
+                threshold_scale: m,
+                init_threshold: l0,
+            };
+            let g = t.tangents(len);
+            let (c, m, l0) = (f64::from(c), f64::from(m), f64::from(l0));
+            let h = 1e-6;
+            let (psi_hi, nu_hi) = factors_f64(c + h, m, l0, len);
+            let (psi_lo, nu_lo) = factors_f64(c - h, m, l0, len);
+            let (_, nu_m_hi) = factors_f64(c, m + h, l0, len);
+            let (_, nu_m_lo) = factors_f64(c, m - h, l0, len);
+            let close = |what: &str, got: &[f32], hi: &[f64], lo: &[f64]| {
+                for (k, (&g, (a, b))) in got.iter().zip(hi.iter().zip(lo)).enumerate() {
+                    let fd = (a - b) / (2.0 * h);
+                    let err = (f64::from(g) - fd).abs();
+                    assert!(
+                        err <= 1e-5 * fd.abs().max(1e-3),
+                        "c {c} m {m} L0 {l0} {what}[{k}]: {g} vs {fd}"
+                    );
+                }
+            };
+            close("dpsi/dc", &g.feature_c, &psi_hi, &psi_lo);
+            close("dnu/dc", &g.row_scale_c, &nu_hi, &nu_lo);
+            // at a tie i = L the derivative is the threshold's: one-sided, from above
+            let l = (m * l0).abs();
+            let (_, nu_m) = factors_f64(c, m, l0, len);
+            let nu_m_lo: Vec<f64> = (0..len)
+                .map(|i| {
+                    if i as f64 == l {
+                        2.0 * nu_m[i] - nu_m_hi[i]
+                    } else {
+                        nu_m_lo[i]
+                    }
+                })
+                .collect();
+            close("dnu/dm", &g.row_scale_m, &nu_m_hi, &nu_m_lo);
+            for (i, &d) in g.row_scale_m.iter().enumerate() {
+                assert_eq!(d == 0.0, i as f64 > l, "query {i}, L = {l}: {d}");
+            }
+        }
+        let floored = FireTransform {
+            c: 0.0,
+            threshold_scale: 0.0,
+            init_threshold: 8.0,
+        }
+        .tangents(20);
+        assert!(floored
+            .feature_c
+            .iter()
+            .chain(&floored.row_scale_c)
+            .chain(&floored.row_scale_m)
+            .all(|&d| d == 0.0));
     }
 
     proptest! {

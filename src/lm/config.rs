@@ -17,6 +17,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::encodings::deberta::{self, LogBuckets};
+use crate::encodings::fire;
 use crate::encodings::rope::{RopeConfig, RopeScaling};
 use crate::encodings::t5::T5Buckets;
 use crate::encodings::tupe;
@@ -181,9 +182,14 @@ pub struct ModelConfig {
     pub xpos_scale_base: f64,
     /// FIRE MLP width; default 32.
     pub fire_hidden: usize,
-    /// FIRE $c$; default 0.1.
+    /// FIRE's initial $c$, learned per layer from there; default 0.1 (the paper's).
     pub fire_c: f32,
-    /// FIRE threshold $L$; default 128 (the training length).
+    /// FIRE's initial threshold $L_0$, learned per layer as $|m L_0|$ from $m = 1$; default 128,
+    /// the value of the sweep of record (`data/configs/sweep.json`, which the default equals).
+    /// The paper starts at a quarter of the training length (its 512 of 2,048), 32 here
+    /// ([`crate::encodings::fire::initial_threshold`], what `posenc train` uses for a fresh
+    /// model). A checkpoint written before $c$ and $L$ were learned keeps both fixed at
+    /// `fire_c` and this.
     pub fire_threshold: f32,
 }
 
@@ -207,7 +213,7 @@ impl Default for ModelConfig {
             rope_scaling: RopeScaling::None,
             xpos_scale_base: 512.0,
             fire_hidden: 32,
-            fire_c: 0.1,
+            fire_c: fire::DEFAULT_C,
             fire_threshold: 128.0,
         }
     }

@@ -39,8 +39,10 @@ fn term_values(c: &ModelConfig) -> u64 {
         | Scheme::Xpos
         | Scheme::Alibi
         | Scheme::T5
-        | Scheme::Kerple
-        | Scheme::Fire => h,
+        | Scheme::Kerple => h,
+        // the row's bias [H]; per call, the first rows' bias and slopes x feature [H] each,
+        // every row's pieces (at most hidden + 1, three u32 each) and where they start
+        Scheme::Fire => 3 * h + 3 * (c.fire_hidden as u64 + 1) + 2,
         // q w^K^T [H, 2k+1]
         Scheme::Shaw => h * (2 * c.shaw_max_relative as u64 + 1),
         // q K^r^T and k Q^r^T [H, 2s] each, one head's copy transposed

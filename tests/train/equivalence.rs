@@ -27,7 +27,7 @@ use posenc::lm::model::{
 };
 use posenc::lm::ops::reference::attention_parts;
 
-use crate::support::model::{array2, tensor2};
+use crate::support::model::{array2, map_param, tensor2};
 use crate::support::{normal, text};
 
 fn vec1(t: Tensor<1>) -> Vec<f32> {
@@ -137,8 +137,7 @@ fn reference(c: &ModelConfig, lm: &Lm, h: usize) -> Box<dyn PositionScheme> {
                     Array1::from(vec1(p.b1.val())),
                     array2(p.w2.val()),
                     Array1::from(vec1(p.b2.val())),
-                    c.fire_c,
-                    c.fire_threshold,
+                    p.transform(c).unwrap(),
                 )
                 .unwrap(),
             )
@@ -257,7 +256,15 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
     let device = Device::flex();
     let c = ModelConfig::tiny(scheme);
     let (h, dh, l) = (c.heads, c.head_dim(), c.train_len);
-    let lm = Lm::new(&c, seed, &device).unwrap();
+    let mut lm = Lm::new(&c, seed, &device).unwrap();
+    if scheme == Scheme::Fire {
+        // c and L as learned, away from their initial values: c = -0.23 (used as 0.23) and
+        // L = 0.37 x 12 = 4.44, queries on both sides of it
+        lm = map_param(lm, "blocks.0.attn.positions.fire_c", |v| v[0] = -0.23);
+        lm = map_param(lm, "blocks.0.attn.positions.fire_threshold_scale", |v| {
+            v[0] = 0.37
+        });
+    }
     let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
     // q, k, v: three [H L, dh] draws of one generator
     let drawn = normal(3 * h * l, dh, seed);

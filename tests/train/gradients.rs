@@ -60,6 +60,8 @@ fn position_params(scheme: Scheme) -> &'static [&'static str] {
             "blocks.0.attn.positions.fire_b1",
             "blocks.0.attn.positions.fire_w2",
             "blocks.0.attn.positions.fire_b2",
+            "blocks.0.attn.positions.fire_c",
+            "blocks.0.attn.positions.fire_threshold_scale",
         ],
         _ => &[],
     }
@@ -70,10 +72,12 @@ fn position_parameter_gradients_match_finite_differences() {
     let device = Device::flex().autodiff();
     let mut report = Vec::new();
     for scheme in Scheme::ALL {
-        // a length across the 32-row tile of the fused attention, past FIRE's threshold
+        // a length across the 32-row tile of the fused attention, past FIRE's threshold (set
+        // between two positions: at a query on it the derivative in L is one-sided)
         let c = ModelConfig {
             train_len: 45,
             max_positions: 45,
+            fire_threshold: 11.5,
             ..ModelConfig::tiny(scheme)
         };
         let lm = Lm::new(&c, 11, &device).unwrap();

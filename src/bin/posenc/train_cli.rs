@@ -6,6 +6,7 @@ use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 
 use crate::named_arg::named;
+use posenc::encodings::fire::initial_threshold;
 use posenc::encodings::rope::{RampBounds, RopeScaling, ScalingKind};
 use posenc::io::csv::csv_bytes;
 use posenc::io::{ensure_writable, write_atomic};
@@ -93,7 +94,8 @@ pub struct TrainArgs {
     /// Start from another checkpoint's weights (fine-tuning, e.g. RoPE at 2x with --scaling).
     #[arg(long, conflicts_with = "resume")]
     init: Option<PathBuf>,
-    /// Training length [default: 128].
+    /// Training length [default: 128]; a fresh FIRE model starts its threshold at a quarter of
+    /// it, as the paper.
     #[arg(long)]
     train_len: Option<usize>,
     /// Total optimiser steps [default: 600; with --resume, the checkpoint's]; with --resume,
@@ -211,7 +213,7 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
             base_model.max_positions
         }),
         fire_threshold: if fresh {
-            train_len as f32
+            initial_threshold(train_len)
         } else {
             base_model.fire_threshold
         },

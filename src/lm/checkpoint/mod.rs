@@ -23,7 +23,7 @@ mod folder;
 mod format;
 mod weights;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
@@ -148,6 +148,22 @@ pub fn load_into(model: Lm, dir: &Path) -> Result<(Lm, String)> {
     let bytes = verify_weights(dir, &info)?;
     let model = weights_from_bytes(model, &bytes, &dir.join(WEIGHTS_FILE), None)?;
     Ok((model, digest(&bytes)))
+}
+
+/// Whether the weights in `dir` hold exactly the tensors of a model of `config`: false for a
+/// checkpoint written by an older version of that model (FIRE's, before it learned $c$ and
+/// $L$), which loads ([`load`]) but is not a training of the model as it is now.
+///
+/// # Errors
+/// An unreadable or malformed weights file; a configuration the model rejects.
+pub fn holds_every_tensor(dir: &Path, config: &crate::lm::config::ModelConfig) -> Result<bool> {
+    let path = dir.join(WEIGHTS_FILE);
+    let bytes = fs::read(&path).map_err(|e| io_error(&path, e))?;
+    let tensors = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| crate::io::format_error(&path, e))?;
+    let stored: BTreeSet<String> = tensors.names().into_iter().map(String::from).collect();
+    let model = Lm::new(config, 0, &Device::flex())?;
+    Ok(weights::tensor_names(&model) == stored)
 }
 
 /// Loads a checkpoint's model on `device`.

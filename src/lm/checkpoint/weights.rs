@@ -1,10 +1,13 @@
 //! `model.safetensors`: the weights of a model, f32 or f16, each named by its path in the model
 //! ([`ParamPath`]: `blocks.0.attn.query.weight`, `blocks.0.attn.positions.shaw_keys`), with
 //! the parameter ids the optimizer state refers to. Weights that are not finite are never
-//! written; a file is read back only into a model with the same tensors and shapes.
+//! written; a file is read back only into a model with the same tensors and shapes, or into
+//! the form an older version of the model had: a FIRE file without FIRE's learned $c$ and $L$
+//! (`fire_c`, `fire_threshold_scale`, written before they were learned) is read into a model
+//! that keeps them fixed at its configuration's values ([`Lm::with_fixed_fire_transform`]).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::Path;
 
@@ -15,6 +18,7 @@ use safetensors::tensor::{Dtype, SafeTensors, View};
 use super::format::{WeightDtype, WEIGHTS_FILE};
 use crate::error::{Error, Result};
 use crate::io::{format_error, io_error, write_atomic};
+use crate::lm::model::schemes::fire::LEARNED_SCALARS;
 use crate::lm::model::Lm;
 
 struct Entry {
@@ -256,6 +260,47 @@ impl ModuleMapper for Loader<'_> {
     }
 }
 
+/// The names of `model`'s tensors in `model.safetensors`.
+pub fn tensor_names(model: &Lm) -> BTreeSet<String> {
+    struct Names {
+        path: ParamPath,
+        names: BTreeSet<String>,
+    }
+    impl ModuleVisitor for Names {
+        fn enter_module(&mut self, name: &str, container: &str) {
+            self.path.enter(name, container);
+        }
+        fn exit_module(&mut self, _name: &str, _container: &str) {
+            self.path.exit();
+        }
+        fn visit_float<const D: usize>(&mut self, _param: &Param<Tensor<D>>) {
+            self.names.insert(self.path.name());
+        }
+    }
+    let mut v = Names {
+        path: ParamPath::default(),
+        names: BTreeSet::new(),
+    };
+    model.visit(&mut v);
+    v.names
+}
+
+/// `model` in the form of the weights named `stored`: with FIRE's $c$ and $L$ fixed when
+/// every tensor the file lacks is one of them (a file from before they were learned).
+pub fn in_stored_form(model: Lm, stored: &BTreeSet<String>) -> Lm {
+    let names = tensor_names(&model);
+    let mut missing = names.difference(stored).peekable();
+    let learned_scalar = |name: &String| {
+        let last = name.rsplit('.').next().unwrap_or_default();
+        LEARNED_SCALARS.contains(&last)
+    };
+    if missing.peek().is_some() && missing.all(learned_scalar) {
+        model.with_fixed_fire_transform()
+    } else {
+        model
+    }
+}
+
 /// Loads weights saved by [`save_weights`] into `model` (whose shapes must match); with `ids`,
 /// the parameters get back their saved ids (for resuming with the optimizer state).
 ///
@@ -274,6 +319,8 @@ pub(super) fn weights_from_bytes(
 ) -> Result<Lm> {
     let tensors = SafeTensors::deserialize(bytes).map_err(|e| format_error(path, e))?;
     let total = tensors.len();
+    let stored = tensors.names().into_iter().map(String::from).collect();
+    let model = in_stored_form(model, &stored);
     let mut loader = Loader {
         path: ParamPath::default(),
         tensors,
@@ -303,6 +350,58 @@ mod tests {
     use super::*;
     use crate::lm::config::{ModelConfig, Scheme};
     use burn::tensor::Device;
+
+    /// A FIRE file without `fire_c` and `fire_threshold_scale` (written before FIRE learned
+    /// $c$ and $L$) loads into the fixed form, tensor for tensor; a file that lacks any other
+    /// tensor is still refused; a current file loads with both learned.
+    #[test]
+    fn a_fire_file_from_before_c_and_l_were_learned_loads_with_them_fixed() {
+        let device = Device::flex();
+        let c = ModelConfig::tiny(Scheme::Fire);
+        let learned = Lm::new(&c, 3, &device).unwrap();
+        let (older, _) = weights_bytes(
+            &learned.clone().with_fixed_fire_transform(),
+            WeightDtype::F32,
+        )
+        .unwrap();
+        let path = Path::new("model.safetensors");
+        let fresh = || Lm::new(&c, 4, &device).unwrap();
+        let loaded = weights_from_bytes(fresh(), &older, path, None).unwrap();
+        let names = tensor_names(&loaded);
+        assert!(names.iter().all(|n| !n.ends_with("fire_c")), "{names:?}");
+        assert_eq!(weights_bytes(&loaded, WeightDtype::F32).unwrap().0, older);
+        let (current, _) = weights_bytes(&learned, WeightDtype::F32).unwrap();
+        let loaded = weights_from_bytes(fresh(), &current, path, None).unwrap();
+        assert!(tensor_names(&loaded).contains("blocks.0.attn.positions.fire_threshold_scale"));
+        // T5 weights without their table: refused
+        let t5 = ModelConfig::tiny(Scheme::T5);
+        let mut entries = BTreeMap::new();
+        let tensors = SafeTensors::deserialize(
+            &weights_bytes(&Lm::new(&t5, 0, &device).unwrap(), WeightDtype::F32)
+                .unwrap()
+                .0,
+        )
+        .unwrap()
+        .tensors()
+        .into_iter()
+        .filter(|(n, _)| !n.ends_with("t5_table"))
+        .map(|(n, v)| (n, (v.dtype(), v.shape().to_vec(), v.data().to_vec())))
+        .collect::<Vec<_>>();
+        for (n, (dtype, shape, bytes)) in tensors {
+            entries.insert(
+                n,
+                Entry {
+                    dtype,
+                    shape,
+                    bytes,
+                },
+            );
+        }
+        let partial = safetensors::tensor::serialize(entries.iter(), None).unwrap();
+        assert!(
+            weights_from_bytes(Lm::new(&t5, 0, &device).unwrap(), &partial, path, None).is_err()
+        );
+    }
 
     #[test]
     fn a_scheme_variant_joins_the_field_after_it_in_a_parameter_name() {

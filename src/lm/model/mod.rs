@@ -23,7 +23,7 @@ use ndarray_rand::rand::rngs::StdRng;
 use ndarray_rand::rand::SeedableRng;
 
 pub use crate::lm::config::{ModelConfig, Scheme};
-pub use crate::lm::ops::{Kernels, Ops};
+pub use crate::lm::ops::{to_vec, Kernels, Ops};
 pub use context::PositionContext;
 pub use schemes::{AbsolutePositions, AbsoluteRows, LayerInput, LayerPositions};
 
@@ -119,6 +119,20 @@ impl Lm {
             blocks,
             ln_final: LayerNormConfig::new(d).init(device),
         })
+    }
+
+    /// The model in the form of a checkpoint written before FIRE learned $c$ and $L$
+    /// ([`LayerPositions::with_fixed_fire_transform`]).
+    pub fn with_fixed_fire_transform(self) -> Self {
+        let blocks = self
+            .blocks
+            .into_iter()
+            .map(|mut b| {
+                b.attn.positions = b.attn.positions.with_fixed_fire_transform();
+                b
+            })
+            .collect();
+        Self { blocks, ..self }
     }
 
     /// Logits `[B, L, 256]` for bytes `[B, L]`.
@@ -313,14 +327,6 @@ impl SelfAttention {
             ops,
         })
     }
-}
-
-/// Reads a tensor back as `f32` values.
-pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
-        .unwrap_or_default()
 }
 
 /// Bytes `[B, L]` as an integer tensor.

@@ -131,6 +131,14 @@ impl Rotation {
     }
 }
 
+/// Reads a tensor back as `f32` values.
+pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap_or_default()
+}
+
 /// A column per distance: entry $d$ is the column that the pairs at distance $i - j = d$
 /// read ($d = 0..L$; causal attention sees no other), a constant kept on the host.
 pub type DistanceIndex = Arc<[usize]>;
@@ -176,13 +184,16 @@ pub enum PositionBias {
 }
 
 /// $f_h(x) = a_{h,p} + s_{h,p}\,x$ on piece $p = \#\{k : t_k < x\}$, at
-/// $x_{ij} = \psi_{i-j}\,\nu_i$ (computed in `f32` as that product).
+/// $x_{ij} = \psi_{i-j}\,\nu_i$ (computed in `f32` as that product). The gradient reaches the
+/// intercepts and slopes, and $\psi$ and $\nu$ through $\partial x_{ij} = s_{h,p}\,
+/// \partial b_{ij}$ (the breakpoints are constants: a piece changes only where one crosses a
+/// feature).
 #[derive(Debug, Clone)]
 pub struct PiecewiseBias {
-    /// $\psi_d$, distances $d = 0..L$.
-    pub feature: Arc<[f32]>,
-    /// $\nu_i$, queries $i = 0..L$.
-    pub row_scale: Arc<[f32]>,
+    /// $\psi_d$, distances $d = 0..L$, non-decreasing, `[L]`.
+    pub feature: Tensor<1>,
+    /// $\nu_i > 0$, queries $i = 0..L$, `[L]`.
+    pub row_scale: Tensor<1>,
     /// $t_1 \le \dots \le t_{P-1}$.
     pub breakpoints: Arc<[f32]>,
     /// $a_{h,p}$, `[H, P]`.
@@ -191,12 +202,16 @@ pub struct PiecewiseBias {
     pub slopes: Tensor<2>,
 }
 
-impl PiecewiseBias {
-    /// $x_{ij} = \psi_{\max(i-j, 0)}\,\nu_i$ and its piece, for query `i`, key `j`.
-    pub fn at(&self, i: usize, j: usize) -> (f32, usize) {
-        let x = self.feature[i.saturating_sub(j)] * self.row_scale[i];
-        (x, self.breakpoints.iter().filter(|&&t| t < x).count())
-    }
+/// $x_{ij} = \psi_{\max(i-j, 0)}\,\nu_i$ and its piece among `breakpoints`, for query `i`,
+/// key `j`, from $\psi$ and $\nu$ on the host.
+pub fn piece_at(
+    feature: &[f32],
+    row_scale: &[f32],
+    breakpoints: &[f32],
+    (i, j): (usize, usize),
+) -> (f32, usize) {
+    let x = feature[i.saturating_sub(j)] * row_scale[i];
+    (x, breakpoints.iter().filter(|&&t| t < x).count())
 }
 
 /// Relative value vectors per distance, $a^V_{ij} = w^V_{\text{index}(i-j)}$ (Shaw et al.).

@@ -6,7 +6,7 @@ use burn::nn::{LayerNorm, Linear};
 use burn::tensor::activation::{gelu as burn_gelu, log_softmax, softmax};
 use burn::tensor::{Bool, Device, IndexingUpdateOp, Int, Tensor, TensorData};
 
-use super::{AttentionParts, DistanceKeys, Gathered, PositionBias, ScoreTerms};
+use super::{piece_at, to_vec, AttentionParts, DistanceKeys, Gathered, PositionBias, ScoreTerms};
 
 /// $xW + b$ (`linear.forward`).
 pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
@@ -147,10 +147,16 @@ fn of_distance(l: usize, f: impl Fn(usize) -> usize, device: &Device) -> Tensor<
     Tensor::from_data(TensorData::new(values, [l, l]), device)
 }
 
+/// `[L * L]` entries $i$ (the query's row) of every pair $(i, j)$.
+fn of_row(l: usize, device: &Device) -> Tensor<1, Int> {
+    let rows: Vec<i64> = (0..l * l).map(|e| (e / l) as i64).collect();
+    Tensor::from_data(TensorData::new(rows, [l * l]), device)
+}
+
 /// A bias per distance or piecewise, as the `[H, L, L]` matrix it stands for:
 /// $\beta_{h,\,i-j}$, or $a_{h,p} + s_{h,p}\,x_{ij}$ at the piece $p$ of
 /// $x_{ij} = \psi_{i-j}\nu_i$ (selects of the compact objects, so the gradient flows back to
-/// them).
+/// them: to $\beta$, or to $a$, $s$, $\psi$ and $\nu$; the pieces are read on the host).
 pub fn position_bias(bias: PositionBias, l: usize) -> Tensor<3> {
     match bias {
         PositionBias::Distance(beta) => {
@@ -162,14 +168,17 @@ pub fn position_bias(bias: PositionBias, l: usize) -> Tensor<3> {
         PositionBias::Piecewise(p) => {
             let h = p.intercepts.dims()[0];
             let device = p.intercepts.device();
-            let (x, piece): (Vec<f32>, Vec<i64>) = (0..l * l)
-                .map(|e| {
-                    let (x, piece) = p.at(e / l, e % l);
-                    (x, piece as i64)
-                })
-                .unzip();
+            let (feature, row_scale) = (to_vec(p.feature.clone()), to_vec(p.row_scale.clone()));
+            let piece: Vec<i64> = (0..l * l)
+                .map(|e| piece_at(&feature, &row_scale, &p.breakpoints, (e / l, e % l)).1 as i64)
+                .collect();
             let piece = Tensor::<1, Int>::from_data(TensorData::new(piece, [l * l]), &device);
-            let x = Tensor::<2>::from_data(TensorData::new(x, [1, l * l]), &device);
+            // x_ij = psi_{max(i-j, 0)} nu_i, [1, L*L]
+            let x = p
+                .feature
+                .select(0, of_distance(l, |d| d, &device).reshape([l * l]))
+                * p.row_scale.select(0, of_row(l, &device));
+            let x = x.reshape([1, l * l]);
             // a_{h, p_ij} + s_{h, p_ij} x_ij, [H, L*L]
             (p.intercepts.select(1, piece.clone()) + p.slopes.select(1, piece) * x)
                 .reshape([h, l, l])

@@ -14,7 +14,7 @@ use super::store::read_record;
 use crate::error::Result;
 use crate::io::csv::read_csv;
 use crate::io::{file_digest, FolderLock};
-use crate::lm::checkpoint::WEIGHTS_FILE;
+use crate::lm::checkpoint::{holds_every_tensor, WEIGHTS_FILE};
 use crate::lm::config::SweepConfig;
 use crate::lm::eval::ResultRow;
 use crate::lm::model::{Kernels, ModelConfig};
@@ -100,6 +100,11 @@ pub(super) fn why_not_reusable(
             "its {WEIGHTS_FILE} is missing or not the one its config.json records"
         )));
     }
+    if !holds_every_tensor(dir, model)? {
+        return Ok(Some(format!(
+            "its {WEIGHTS_FILE} has other tensors than this model (an older version of it)"
+        )));
+    }
     if let Some(init) = from.init {
         let base = file_digest(&init.join(WEIGHTS_FILE))?;
         if info.init_digest.as_deref() != Some(base.as_str()) {
@@ -173,6 +178,16 @@ pub(super) fn ensure_trained(
 mod tests {
     use super::*;
     use crate::io::digest;
+    use crate::lm::checkpoint::{weights_bytes, WeightDtype};
+    use crate::lm::model::{Lm, Scheme};
+
+    /// The weights file of `model` in `dir`, and its digest.
+    fn write_weights(dir: &Path, model: &Lm) -> String {
+        let (bytes, _) = weights_bytes(model, WeightDtype::F32).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(WEIGHTS_FILE), &bytes).unwrap();
+        digest(&bytes)
+    }
 
     #[test]
     fn a_checkpoint_is_reused_only_when_everything_it_was_trained_from_is_the_same() {
@@ -181,16 +196,16 @@ mod tests {
         let base_weights = dir.join(WEIGHTS_FILE);
         std::fs::write(&base_weights, b"base weights").unwrap();
         let own = dir.join("own");
-        std::fs::create_dir_all(&own).unwrap();
-        std::fs::write(own.join(WEIGHTS_FILE), b"own weights").unwrap();
         let config = SweepConfig::default();
-        let model = config.model.clone();
+        let model = ModelConfig::tiny(Scheme::Fire);
+        let lm = Lm::new(&model, 0, &Device::flex()).unwrap();
+        let own_digest = write_weights(&own, &lm);
         let train = config.train.clone();
         let mut info = CheckpointInfo::new(model.clone(), train.clone(), 1, config.dtype);
         info.step = train.steps;
         info.corpus_digest = Some(digest(b"corpus"));
         info.init_digest = Some(digest(b"base weights"));
-        info.weights_digest = Some(digest(b"own weights"));
+        info.weights_digest = Some(own_digest);
         let from = |corpus: &'static str, init: Option<&'static Path>| TrainedFrom {
             corpus_digest: Box::leak(digest(corpus.as_bytes()).into_boxed_str()),
             init,
@@ -223,5 +238,19 @@ mod tests {
         assert!(why(&partial, from("corpus", None))
             .unwrap()
             .contains("5 of"));
+        // FIRE's weights from before it learned c and L: they load, but are not a training
+        // of the model as it is now
+        let older = dir.join("older");
+        let mut older_info = info.clone();
+        older_info.weights_digest = Some(write_weights(&older, &lm.with_fixed_fire_transform()));
+        let why_older = why_not_reusable(
+            &config,
+            &older,
+            &older_info,
+            &model,
+            &train,
+            from("corpus", None),
+        );
+        assert!(why_older.unwrap().unwrap().contains("older version"));
     }
 }

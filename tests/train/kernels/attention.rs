@@ -2,8 +2,9 @@
 //! over: a bias per distance, a piecewise-linear bias, tables read in the query's and in the
 //! key's row, relative keys per distance, untied absolute terms, relative values per
 //! distance, the content bias, and the schemes' combinations; values and the gradients of
-//! $q, k, v$ and of every term's own compact tensors, at lengths across the 32-row tile;
-//! then central finite differences of each term's gradient on the fused path.
+//! $q, k, v$ and of every term's own compact tensors (a piecewise bias's feature factors
+//! $\psi$ and $\nu$ included), at lengths across the 32-row tile; then central finite
+//! differences of each term's gradient on the fused path.
 
 use std::sync::Arc;
 
@@ -14,12 +15,13 @@ use posenc::lm::ops::{
     ScoreTerms, Untied,
 };
 
-use super::{assert_close, check_finite_differences, weighted_sum};
+use super::{assert_close, check_finite_differences, check_finite_differences_at, weighted_sum};
 use crate::support::uniform;
 
 /// A tensor of any rank that records its gradient.
 #[derive(Clone)]
 enum Leaf {
+    T1(Tensor<1>),
     T2(Tensor<2>),
     T3(Tensor<3>),
     T4(Tensor<4>),
@@ -28,6 +30,7 @@ enum Leaf {
 impl Leaf {
     fn grad(&self, g: &Gradients) -> Vec<f32> {
         match self {
+            Leaf::T1(t) => to_vec(t.grad(g).expect("a gradient")),
             Leaf::T2(t) => to_vec(t.grad(g).expect("a gradient")),
             Leaf::T3(t) => to_vec(t.grad(g).expect("a gradient")),
             Leaf::T4(t) => to_vec(t.grad(g).expect("a gradient")),
@@ -59,6 +62,18 @@ impl Builder<'_> {
             Some((at, v)) if at == self.leaves.len() => v.to_vec(),
             _ => uniform(n, seed, scale),
         }
+    }
+
+    /// A leaf of the given values (unless `set` replaces them).
+    fn given(&mut self, name: &'static str, values: Vec<f32>) -> Tensor<1> {
+        let v = match self.set {
+            Some((at, v)) if at == self.leaves.len() => v.to_vec(),
+            _ => values,
+        };
+        let t =
+            Tensor::from_data(TensorData::new(v.clone(), [v.len()]), self.device).require_grad();
+        self.leaves.push((name, Leaf::T1(t.clone()), v));
+        t
     }
 
     fn t2(&mut self, name: &'static str, shape: [usize; 2], seed: u64, scale: f32) -> Tensor<2> {
@@ -98,6 +113,43 @@ fn root(l: usize) -> (usize, Arc<[usize]>) {
     )
 }
 
+/// The piecewise bias's breakpoints.
+const BREAKPOINTS: [f32; 5] = [0.1, 0.3, 0.3, 0.55, 0.8];
+
+/// $\psi_d = \ln(1 + 0.1 d)$ and $\nu_i = 1/\ln(1 + 0.1 \max(16, i))$, `[L]` each: FIRE's
+/// factors at $c = 0.1$, threshold 16.
+fn fire_factors(l: usize) -> (Vec<f32>, Vec<f32>) {
+    (
+        (0..l).map(|d| (0.1 * d as f64).ln_1p() as f32).collect(),
+        (0..l)
+            .map(|i| (1.0 / (0.1 * i.max(16) as f64).ln_1p()) as f32)
+            .collect(),
+    )
+}
+
+/// The entries of $\psi$ (or, with `rows`, of $\nu$) whose change by $\pm\varepsilon$ moves no
+/// $x_{ij} = \psi_{i-j}\nu_i$ across a breakpoint: where the piecewise bias is differentiable.
+fn away_from_breakpoints(l: usize, rows: bool, eps: f32) -> Vec<usize> {
+    let (psi, nu) = fire_factors(l);
+    let crosses = |x0: f32, x1: f32| BREAKPOINTS.iter().any(|&t| (x0 - t) * (x1 - t) <= 0.0);
+    (0..l)
+        .filter(|&k| {
+            !(0..l)
+                .flat_map(|i| (0..=i).map(move |j| (i, j)))
+                .any(|(i, j)| {
+                    let (d, moved) = (i - j, if rows { i == k } else { i - j == k });
+                    let x = |dp: f32, dn: f32| (psi[d] + dp) * (nu[i] + dn);
+                    let (lo, hi) = if rows {
+                        (x(0.0, -eps), x(0.0, eps))
+                    } else {
+                        (x(-eps, 0.0), x(eps, 0.0))
+                    };
+                    moved && crosses(lo, hi)
+                })
+        })
+        .collect()
+}
+
 /// The problem `label` (terms joined by `+`) of `[B, H, L, D]`.
 fn case(
     label: &str,
@@ -123,18 +175,15 @@ fn case(
     }
     if has("piecewise") {
         // x = ln(1 + 0.1 d) / ln(1 + 0.1 max(16, i)); breakpoints inside [0, 1], two equal
-        let feature: Arc<[f32]> = (0..l).map(|d| (0.1 * d as f64).ln_1p() as f32).collect();
-        let row_scale: Arc<[f32]> = (0..l)
-            .map(|i| (1.0 / (0.1 * i.max(16) as f64).ln_1p()) as f32)
-            .collect();
-        let breakpoints: Arc<[f32]> = Arc::new([0.1, 0.3, 0.3, 0.55, 0.8]);
+        let (feature, row_scale) = fire_factors(l);
+        let breakpoints: Arc<[f32]> = BREAKPOINTS.into();
         let p = breakpoints.len() + 1;
         terms.bias = Some(PositionBias::Piecewise(PiecewiseBias {
-            feature,
-            row_scale,
-            breakpoints,
             intercepts: x.t2("intercepts", [h, p], 6, 1.0),
             slopes: x.t2("slopes", [h, p], 7, 2.0),
+            feature: x.given("feature", feature),
+            row_scale: x.given("row scale", row_scale),
+            breakpoints,
         }));
     }
     if has("query") {
@@ -258,7 +307,21 @@ fn fused_attention_gradients_match_finite_differences() {
             let c = case(label, dims, &device, Some((n, v)));
             f64::from(to_vec(weighted_sum(c.output(true), 20))[0])
         };
-        check_finite_differences(name, x, &analytic[n + 1].1, loss, 1e-2);
+        let grad = &analytic[n + 1].1;
+        match *name {
+            // the feature's factors: at entries whose step moves no pair across a
+            // breakpoint (the random pieces do not join), queries below and above the
+            // threshold (16) among them
+            "feature" | "row scale" => {
+                let eps = 4e-3;
+                let at = away_from_breakpoints(dims[2], *name == "row scale", eps);
+                assert!(at.len() >= 10 && at.iter().any(|&i| i < 16) && at.iter().any(|&i| i > 16));
+                check_finite_differences_at(name, x, grad, loss, eps, &at);
+            }
+            _ => {
+                check_finite_differences(name, x, grad, loss, 1e-2);
+            }
+        }
     }
     // a bias per distance, alone (the piecewise bias above takes the bias's place); the key
     // table at a length where its index has a run of one column (read transposed, where at

@@ -96,8 +96,21 @@ fn check_finite_differences(
     loss: impl Fn(&[f32]) -> f64,
     eps: f32,
 ) -> f64 {
+    let indices: Vec<usize> = (0..x.len()).step_by(x.len() / 9 + 1).collect();
+    check_finite_differences_at(what, x, grad, loss, eps, &indices)
+}
+
+/// [`check_finite_differences`] at the entries `indices`.
+fn check_finite_differences_at(
+    what: &str,
+    x: &[f32],
+    grad: &[f32],
+    loss: impl Fn(&[f32]) -> f64,
+    eps: f32,
+    indices: &[usize],
+) -> f64 {
     let mut worst = 0.0f64;
-    for index in (0..x.len()).step_by(x.len() / 9 + 1) {
+    for &index in indices {
         let mut plus = x.to_vec();
         plus[index] += eps;
         let mut minus = x.to_vec();

@@ -1,17 +1,23 @@
-//! 20 training steps of every scheme on the fused and on the reference path.
+//! 20 training steps of every scheme on the fused and on the reference path; FIRE's learned
+//! $c$ and $L$ move on both.
 
 use std::path::Path;
 
 use burn::tensor::Device;
-use posenc::lm::model::{ModelConfig, Scheme};
+use posenc::lm::model::{LayerPositions, Lm, ModelConfig, Scheme};
 use posenc::lm::ops::Kernels;
-use posenc::lm::train::{train, TrainConfig, TrainRun};
+use posenc::lm::train::{load_model, train, TrainConfig, TrainRun};
 
 use crate::support::model::corpus;
 use crate::support::temp_dir;
 
 /// 20 steps of `c` with the given kernels on `corpus`: the loss of every step.
 fn losses(c: &ModelConfig, kernels: Kernels, corpus: &Path) -> Vec<f64> {
+    trained(c, kernels, corpus).0
+}
+
+/// 20 steps of `c` with the given kernels on `corpus`: the loss of every step and the model.
+fn trained(c: &ModelConfig, kernels: Kernels, corpus: &Path) -> (Vec<f64>, Lm) {
     let out = temp_dir();
     let run = TrainRun {
         model: c.clone(),
@@ -35,7 +41,52 @@ fn losses(c: &ModelConfig, kernels: Kernels, corpus: &Path) -> Vec<f64> {
         kernels,
     };
     let (_, state) = train(&run).unwrap();
-    state.losses
+    let (model, _) = load_model(&run.out, &Device::flex()).unwrap();
+    (state.losses, model)
+}
+
+/// FIRE's $c$ and $m$ ($L = |m L_0|$) of every layer.
+fn fire_scalars(c: &ModelConfig, model: &Lm) -> Vec<(f32, f32)> {
+    model
+        .blocks
+        .iter()
+        .map(|b| match &b.attn.positions {
+            LayerPositions::Fire(p) => {
+                assert!(p.learns_transform(), "c and L are parameters");
+                let t = p.transform(c).unwrap();
+                (t.c, t.threshold_scale)
+            }
+            _ => panic!("FIRE parameters expected"),
+        })
+        .collect()
+}
+
+/// A tiny FIRE model (2 layers, threshold 10 of 40: queries on both sides) trained for 20
+/// steps moves $c$ from 0.1 and $m$ from 1 in every layer, alike on both paths.
+#[test]
+fn fire_learns_c_and_its_threshold() {
+    let corpus = corpus();
+    let c = ModelConfig {
+        layers: 2,
+        train_len: 40,
+        max_positions: 40,
+        fire_threshold: 10.0,
+        ..ModelConfig::tiny(Scheme::Fire)
+    };
+    let (_, fused) = trained(&c, Kernels::Fused, corpus.path());
+    let (_, reference) = trained(&c, Kernels::Reference, corpus.path());
+    let (fused, reference) = (fire_scalars(&c, &fused), fire_scalars(&c, &reference));
+    println!("FIRE (c, m) per layer after 20 steps: fused {fused:?}, reference {reference:?}");
+    for (&(cf, mf), &(cr, mr)) in fused.iter().zip(&reference) {
+        assert!(
+            (cf - 0.1).abs() > 1e-3 && (mf - 1.0).abs() > 1e-3,
+            "{fused:?}"
+        );
+        assert!(
+            (cf - cr).abs() < 1e-3 && (mf - mr).abs() < 1e-3,
+            "{fused:?} vs {reference:?}"
+        );
+    }
 }
 
 #[test]

@@ -67,6 +67,8 @@ pub struct LayerInput<'a> {
 
 /// The trainable position parameters of one attention layer: a variant for every scheme,
 /// holding exactly that scheme's parameters ([`NoParams`] when it has none in a layer).
+// one per layer, never stored in bulk: the larger variants cost nothing
+#[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum LayerPositions {
     /// NoPE.
@@ -138,8 +140,29 @@ impl LayerPositions {
             Self::Alibi(_) => alibi::terms(ctx.objects()?),
             Self::Xpos(_) => xpos::terms(ctx.objects()?),
             Self::Kerple(p) => p.terms(ctx.objects()?, input),
-            Self::Fire(p) => p.terms(ctx.objects()?, input),
+            Self::Fire(p) => p.terms(ctx.objects()?, input)?,
         })
+    }
+
+    /// The layer in the form of a checkpoint written before FIRE learned $c$ and $L$: FIRE's
+    /// fixed at the configuration's values ([`fire::FireParams::fixed_transform`]); every
+    /// other scheme as it is.
+    pub fn with_fixed_fire_transform(self) -> Self {
+        match self {
+            Self::Fire(p) => Self::Fire(p.fixed_transform()),
+            Self::Nope(_)
+            | Self::Sinusoidal(_)
+            | Self::Learned(_)
+            | Self::Shaw(_)
+            | Self::Xl(_)
+            | Self::T5(_)
+            | Self::Deberta(_)
+            | Self::Tupe(_)
+            | Self::Rope(_)
+            | Self::Alibi(_)
+            | Self::Xpos(_)
+            | Self::Kerple(_) => self,
+        }
     }
 
     /// The learned bias per bucket and head $B$, `[num_buckets, H]`, of the schemes that
@@ -188,7 +211,7 @@ pub(crate) fn objects(
         Scheme::Alibi => Arc::new(alibi::Objects::new(c, len, device)?),
         Scheme::Xpos => Arc::new(xpos::Objects::new(c, len, device)?),
         Scheme::Kerple => Arc::new(kerple::Objects::new(len, device)),
-        Scheme::Fire => Arc::new(fire::Objects::new(c, len)),
+        Scheme::Fire => Arc::new(fire::Objects::new(len)),
     })
 }
 

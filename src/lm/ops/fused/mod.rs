@@ -37,9 +37,7 @@ use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
 
 use super::{Gathered, PositionBias, ScoreTerms};
-use extension::{
-    AttentionTerms, FusedOps, PiecewiseShape, ProductTerm, ScoreBias, TableTerm, ValuesTerm,
-};
+use extension::{AttentionTerms, FusedOps, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// Causal attention of `q, k, v [B, H, L, D]` with a scheme's `terms`
 /// ([`super::Ops::attention`]'s formula): rotations applied to $q, k$ first, $u$ added to
@@ -64,11 +62,9 @@ pub fn attention(
         Some(PositionBias::Piecewise(p)) => ScoreBias::Piecewise {
             intercepts: p.intercepts.into_dispatch(),
             slopes: p.slopes.into_dispatch(),
-            shape: PiecewiseShape {
-                feature: p.feature,
-                row_scale: p.row_scale,
-                breakpoints: p.breakpoints,
-            },
+            feature: p.feature.into_dispatch(),
+            row_scale: p.row_scale.into_dispatch(),
+            breakpoints: p.breakpoints,
         },
     };
     // (q_i + u) . k_j

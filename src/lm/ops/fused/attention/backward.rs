@@ -11,7 +11,8 @@
 //!
 //! and every position term's gradient accumulated into its own compact object:
 //! $\partial b_{ij} = \partial s_{ij}$ summed per distance ($\partial\beta_d$) or per piece
-//! ($\partial a_p$, $\partial s_p$ with $x_{ij}$), $c\,\partial s_{ij}$ summed per table cell
+//! ($\partial a_p$, $\partial s_p$ with $x_{ij}$, and the feature's factors $\partial\psi_d$,
+//! $\partial\nu_i$ through $x_{ij} = \psi_{i-j}\nu_i$), $c\,\partial s_{ij}$ summed per table cell
 //! ($\partial g$, $\partial g'$), $\partial \hat q_i = c \sum_j \partial s_{ij} \rho_{i-j}$ and
 //! $\partial\rho_d = c \sum_{i-j=d} \partial s_{ij} \hat q_i$, $\partial p^Q$ and $\partial p^K$
 //! like $\partial q$ and $\partial k$, and $\partial a^V_r = \sum_{\text{index}(i-j) = r}
@@ -21,7 +22,7 @@
 use rayon::prelude::*;
 
 use super::terms::{transpose, HeadTable, HeadTerms};
-use super::{tile_scores, Bias, Terms, TILE};
+use super::{tile_scores, Bias, BiasGrads, Terms, TILE};
 use crate::lm::ops::fused::heads::{row, AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
 use crate::lm::ops::fused::parallel::{product, SharedMut};
 use crate::lm::ops::fused::simd::{dot, multiversion};
@@ -49,6 +50,10 @@ pub struct AttentionGrads {
     pub bias: Vec<f32>,
     /// The piecewise slopes' $\partial s$, `[H, P]`.
     pub slopes: Vec<f32>,
+    /// A piecewise bias's $\partial\psi$ `[L]`, summed over batch and heads.
+    pub feature: Vec<f32>,
+    /// A piecewise bias's $\partial\nu$ `[L]`, summed over batch and heads.
+    pub row_scale: Vec<f32>,
     /// $\partial g$ of the query table, `[B, H, L, R]`.
     pub query_table: Vec<f32>,
     /// $\partial g'$ of the key table, `[B, H, L, R]`.
@@ -105,14 +110,15 @@ unsafe fn attention_head_backward(
     scale: f32,
     dims: &AttentionDims,
     (dq, dk, dv, dqhat): (HeadRowsMut, HeadRowsMut, HeadRowsMut, HeadRowsMut),
-    want_bias: bool,
+    want: BiasGrads,
     scratch: &mut BackwardScratch,
 ) -> HeadGrads {
+    let want_bias = want.any();
     let (l, d) = (dims.len, dims.dim);
     let zeros = |on: bool, n: usize| if on { vec![0.0f32; n] } else { Vec::new() };
     let table_len = |t: &Option<HeadTable>| t.map_or(0, |t| l * t.rows);
     let mut grads = HeadGrads {
-        bias: zeros(want_bias, terms.bias_grad_len(l)),
+        bias: zeros(want_bias, terms.bias_grad_len(l, want.feature)),
         query_table: zeros(true, table_len(&terms.query_table)),
         key_table: zeros(true, table_len(&terms.key_table)),
         distance_keys: zeros(terms.distance.is_some(), l * d),
@@ -322,8 +328,8 @@ fn unreversed(v: Vec<f32>, len: usize, block: usize) -> Vec<f32> {
 }
 
 /// Backward pass of [`super::attention_forward`] from the output gradient `dout`, the forward
-/// output and its log-sum-exp (`out` and `dout` in any [`HeadLayout`]); the bias's gradient
-/// only when `want_bias_grad`.
+/// output and its log-sum-exp (`out` and `dout` in any [`HeadLayout`]); the bias's gradients
+/// only as `want_bias` asks.
 ///
 /// # Panics
 /// When a buffer does not cover its layout or a term does not match `dims`.
@@ -333,7 +339,7 @@ pub fn attention_backward(
     terms: &Terms<'_>,
     scale: f32,
     dims: AttentionDims,
-    want_bias_grad: bool,
+    want_bias: BiasGrads,
 ) -> AttentionGrads {
     for (t, what) in [
         (&q, "q"),
@@ -366,7 +372,14 @@ pub fn attention_backward(
         uninit(&mut dv),
         uninit(&mut dqhat),
     );
-    let want_bias = want_bias_grad && !matches!(terms.bias, Bias::None);
+    let want = match terms.bias {
+        Bias::None => BiasGrads::default(),
+        Bias::Distance(_) => BiasGrads {
+            feature: false,
+            ..want_bias
+        },
+        Bias::Piecewise(_) => want_bias,
+    };
     let per_head: Vec<HeadGrads> = (0..heads)
         .into_par_iter()
         .map_init(
@@ -407,7 +420,7 @@ pub fn attention_backward(
                             (ptrs.2 .0.add(at), stride),
                             (ptrs.3 .0.add(qhat_at), stride),
                         ),
-                        want_bias,
+                        want,
                         scratch,
                     )
                 }
@@ -431,28 +444,42 @@ pub fn attention_backward(
         }
         all
     };
-    let (bias, slopes) = if !want_bias {
-        (Vec::new(), Vec::new())
-    } else {
-        match terms.bias {
-            Bias::None => (Vec::new(), Vec::new()),
-            Bias::Distance(_) => (
-                unreversed(sum_over_batch(&per_head, |g| &g.bias, h), l, 1),
-                Vec::new(),
-            ),
-            Bias::Piecewise(_) => {
-                // [H, 2, P] -> intercepts [H, P] and slopes [H, P]
-                let both = sum_over_batch(&per_head, |g| &g.bias, h);
-                let p = both.len() / (2 * h).max(1);
-                let (mut a, mut s) = (Vec::with_capacity(h * p), Vec::with_capacity(h * p));
-                for head in both.chunks(2 * p.max(1)) {
-                    a.extend_from_slice(&head[..p]);
-                    s.extend_from_slice(&head[p..]);
-                }
-                (a, s)
+    let (mut bias, mut slopes) = (Vec::new(), Vec::new());
+    let (mut feature, mut row_scale) = (Vec::new(), Vec::new());
+    match terms.bias {
+        Bias::None => {}
+        Bias::Distance(_) => {
+            if want.bias {
+                bias = unreversed(sum_over_batch(&per_head, |g| &g.bias, h), l, 1);
             }
         }
-    };
+        Bias::Piecewise(f) if want.any() => {
+            // [H, 2P (+ 2L)] -> intercepts [H, P], slopes [H, P] (and dpsi, dnu summed)
+            let all = sum_over_batch(&per_head, |g| &g.bias, h);
+            let p = f.pieces();
+            let per_head = all.len() / h.max(1);
+            if want.feature {
+                (feature, row_scale) = (vec![0.0; l], vec![0.0; l]);
+            }
+            for head in all.chunks(per_head.max(1)) {
+                if want.bias {
+                    bias.extend_from_slice(&head[..p]);
+                    slopes.extend_from_slice(&head[p..2 * p]);
+                }
+                if want.feature {
+                    let (dpsi, dnu) = head[2 * p..].split_at(l);
+                    for (x, &y) in feature.iter_mut().zip(dpsi) {
+                        *x += y;
+                    }
+                    for (x, &y) in row_scale.iter_mut().zip(dnu) {
+                        *x += y;
+                    }
+                }
+            }
+            feature.reverse();
+        }
+        Bias::Piecewise(_) => {}
+    }
     let values = match terms.values {
         None => Vec::new(),
         Some(rv) => {
@@ -471,6 +498,8 @@ pub fn attention_backward(
         v: dv,
         bias,
         slopes,
+        feature,
+        row_scale,
         query_table: concat(|g| &g.query_table),
         key_table: concat(|g| &g.key_table),
         distance_queries: dqhat,
@@ -491,8 +520,9 @@ mod tests {
     /// [`attention_backward`] against the naive loop's gradients of $q, k, v$ and of every
     /// position term (objects shared by the batch: summed over it), from a seeded
     /// $\partial o$, for every case of [`super::super::naive::cases`], inputs and $\partial o$
-    /// contiguous and in `[B, L, H, D]` memory; without the bias gradient when it is not
-    /// asked for. Relative error at most 1e-5 (absolute where the gradient's scale is below
+    /// contiguous and in `[B, L, H, D]` memory; the bias's gradients (a piecewise bias's
+    /// pieces and its feature's factors, the rows below and above its threshold) each only
+    /// when asked for. Relative error at most 1e-5 (absolute where the gradient's scale is below
     /// one).
     #[test]
     fn backward_matches_naive_gradients() {
@@ -513,7 +543,9 @@ mod tests {
                 let (out, lse) = attention_forward(qkv, &terms, case.scale, dims);
                 let out = (out, HeadLayout::interleaved(&dims));
                 let dout = store(&dout, &dims, interleaved);
-                for want_bias in [true, false] {
+                for (bias, feature) in [(true, true), (true, false), (false, true), (false, false)]
+                {
+                    let want_bias = BiasGrads { bias, feature };
                     let g = attention_backward(
                         qkv,
                         (heads(&out), heads(&dout), &lse),
@@ -545,11 +577,21 @@ mod tests {
                     for ((name, got), want) in got.iter().zip(&want.inputs) {
                         assert_close(&format!("{name} {what}"), got, want, 1e-5);
                     }
-                    if want_bias {
+                    if bias {
                         assert_close(&format!("dbias {what}"), &g.bias, &want.bias, 1e-5);
                         assert_close(&format!("dslopes {what}"), &g.slopes, &want.slopes, 1e-5);
                     } else {
                         assert!(g.bias.is_empty() && g.slopes.is_empty(), "dbias {what}");
+                    }
+                    if feature {
+                        let (f, nu) = (&want.feature, &want.row_scale);
+                        assert_close(&format!("dpsi {what}"), &g.feature, f, 1e-5);
+                        assert_close(&format!("dnu {what}"), &g.row_scale, nu, 1e-5);
+                    } else {
+                        assert!(
+                            g.feature.is_empty() && g.row_scale.is_empty(),
+                            "dpsi {what}"
+                        );
                     }
                 }
             }

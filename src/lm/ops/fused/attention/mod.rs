@@ -19,7 +19,9 @@ pub mod terms;
 
 pub use backward::attention_backward;
 pub use forward::attention_forward;
-pub use terms::{Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied};
+pub use terms::{
+    Bias, BiasGrads, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied,
+};
 
 use super::heads::HeadRows;
 use super::parallel::product;

@@ -41,11 +41,14 @@ pub struct Case {
 }
 
 /// The expected gradients: $q, k, v, \hat q, \rho, p^Q, p^K, g, g', a^V$ in that order (empty
-/// where absent), then the bias's (or intercepts') and the slopes'.
+/// where absent), then the bias's (or intercepts'), the slopes', and a piecewise bias's
+/// feature's $\partial\psi$ and $\partial\nu$ (summed over batch and heads).
 pub struct Want {
     pub inputs: [Vec<f64>; 10],
     pub bias: Vec<f64>,
     pub slopes: Vec<f64>,
+    pub feature: Vec<f64>,
+    pub row_scale: Vec<f64>,
 }
 
 /// $\text{index}(d) = k - \min(d, k)$ with $k = 4$ (Shaw's clipped index seen from the past):
@@ -303,6 +306,8 @@ impl Case {
             NaiveBias::Distance(t) => (vec![0.0; t.len()], Vec::new()),
             NaiveBias::Piecewise([.., a, s]) => (vec![0.0; a.len()], vec![0.0; s.len()]),
         };
+        let piecewise = matches!(self.bias, NaiveBias::Piecewise(_));
+        let (mut dfeature, mut drow_scale) = (zeros(piecewise, l), zeros(piecewise, l));
         let c = f64::from(self.scale);
         let x = |t: &[f32], bh: usize, i: usize, e: usize| self.at(t, bh, i, e);
         for b in 0..batch {
@@ -348,11 +353,15 @@ impl Case {
                         match &self.bias {
                             NaiveBias::None => {}
                             NaiveBias::Distance(_) => dbias[h * l + i - j] += ds,
-                            NaiveBias::Piecewise([_, _, breakpoints, ..]) => {
+                            NaiveBias::Piecewise([feature, row_scale, breakpoints, _, s]) => {
                                 let (piece, xx) = self.piece(i, j).unwrap_or_default();
                                 let at = h * (breakpoints.len() + 1) + piece;
                                 dbias[at] += ds;
                                 dslopes[at] += ds * f64::from(xx);
+                                // b = a_p + s_p psi_{i-j} nu_i
+                                let dx = ds * f64::from(s[at]);
+                                dfeature[i - j] += dx * f64::from(row_scale[i]);
+                                drow_scale[i] += dx * f64::from(feature[i - j]);
                             }
                         }
                     }
@@ -363,6 +372,8 @@ impl Case {
             inputs: [dq, dk, dv, dqhat, drho, dpq, dpk, dg, dg2, dtable],
             bias: dbias,
             slopes: dslopes,
+            feature: dfeature,
+            row_scale: drow_scale,
         }
     }
 }

@@ -27,6 +27,22 @@ pub use piecewise::Piecewise;
 use piecewise::{HeadPiecewise, PreparedPiecewise};
 use runs::{add_run_columns, add_runs, scatter_run_columns, sum_runs, DistanceRuns, Layout};
 
+/// Which gradients of the bias a backward pass returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BiasGrads {
+    /// $\partial\beta$, or a piecewise bias's $(\partial a, \partial s)$.
+    pub bias: bool,
+    /// A piecewise bias's $(\partial\psi, \partial\nu)$ (ignored for the others).
+    pub feature: bool,
+}
+
+impl BiasGrads {
+    /// Whether any is asked for.
+    pub fn any(self) -> bool {
+        self.bias || self.feature
+    }
+}
+
 /// An additive score bias $b_{ij}$ (not scaled by $c$).
 #[derive(Debug, Clone, Copy, Default)]
 pub enum Bias<'a> {
@@ -466,20 +482,22 @@ impl HeadTerms<'_> {
     }
 
     /// Turns the accumulated `dbias` into the bias's gradient: $\partial\beta$ reversed
-    /// `[L]`, or $(\partial a, \partial s)$ `[2, P]` ([`HeadPiecewise::finish_grad`]).
+    /// `[L]`, or $(\partial a, \partial s)$ `[2, P]` and, when asked for, $\partial\psi$
+    /// reversed and $\partial\nu$ `[L]` each ([`HeadPiecewise::finish_grad`]).
     pub(super) fn finish_bias_grad(&self, dbias: &mut Vec<f32>) {
         if let HeadBias::Piecewise(f) = &self.bias {
             f.finish_grad(dbias);
         }
     }
 
-    /// The size of one head's bias gradient accumulator.
+    /// The size of one head's bias gradient accumulator, with the gradient of a piecewise
+    /// bias's feature when `feature`.
     #[inline]
-    pub(super) fn bias_grad_len(&self, l: usize) -> usize {
+    pub(super) fn bias_grad_len(&self, l: usize, feature: bool) -> usize {
         match &self.bias {
             HeadBias::None => 0,
             HeadBias::Reversed(_) => l,
-            HeadBias::Piecewise(f) => f.grad_len(l),
+            HeadBias::Piecewise(f) => f.grad_len(l, feature),
         }
     }
 }

@@ -20,7 +20,7 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
 
-use super::super::attention;
+use super::super::attention::{self, BiasGrads};
 use super::super::{gelu, linear, nll, norm};
 use super::flex::{dims4, flex, interleaved, rope_flex, values, HeadsBuf, TermValues};
 use super::{AttentionTerms, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
@@ -153,20 +153,32 @@ pub(super) fn rope_grads(
 }
 
 /// The fused attention with `N` parents (q, k, v, then the float tensors of its terms in
-/// the order of [`AttentionState::grads`]); the bias's gradient only when the bias takes part.
+/// the order of [`AttentionState::grads`]); the bias's gradients only where they take part:
+/// the bias (or the intercepts and slopes, parents 3 and 4), a piecewise bias's feature and
+/// row scale (parents 5 and 6).
 fn attention_grads<const N: usize>(
     state: AttentionState,
     dout: &FlexTensor,
     wanted: [bool; N],
 ) -> [Option<FlexTensor>; N] {
-    let has_bias = !matches!(state.terms.bias, ScoreBias::None);
-    let want_bias = has_bias && wanted.get(3).copied().unwrap_or(false);
-    let mut all = state.grads(dout, want_bias).into_iter();
+    let takes_part = |parent: usize| wanted.get(parent).copied().unwrap_or(false);
+    let want = match state.terms.bias {
+        ScoreBias::None => BiasGrads::default(),
+        ScoreBias::Distance(_) => BiasGrads {
+            bias: takes_part(3),
+            feature: false,
+        },
+        ScoreBias::Piecewise { .. } => BiasGrads {
+            bias: takes_part(3) || takes_part(4),
+            feature: takes_part(5) || takes_part(6),
+        },
+    };
+    let mut all = state.grads(dout, want).into_iter();
     std::array::from_fn(|_| all.next().flatten())
 }
 
 /// The fused attention's output `out` on the graph with its `parents` (q, k, v and the
-/// terms' float tensors, 3 to 12 of them).
+/// terms' float tensors, 3 to 14 of them).
 pub(super) fn record_attention<C: CheckpointStrategy>(
     parents: Vec<NodeGuard>,
     out: FlexTensor,
@@ -181,11 +193,11 @@ pub(super) fn record_attention<C: CheckpointStrategy>(
                     };
                     record::<_, C, $n>(attention_grads::<$n>, parents, out, state)
                 })*
-                n => panic!("fused attention: {n} parents, expected 3 to 12"),
+                n => panic!("fused attention: {n} parents, expected 3 to 14"),
             }
         };
     }
-    with_parents!(3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+    with_parents!(3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
 }
 
 /// The first `N` of `M` gradients (the parents an operation has).
@@ -208,10 +220,10 @@ pub(super) struct AttentionState {
 
 impl AttentionState {
     /// The gradients of $q, k, v$ and of every float tensor of the terms, in the order of
-    /// their parents: the bias (or the intercepts, then the slopes), the query table, the key
-    /// table, the relative queries and keys, the untied queries and keys, the relative
-    /// values' table. The bias's only when `want_bias`.
-    fn grads(&self, dout: &FlexTensor, want_bias: bool) -> Vec<Option<FlexTensor>> {
+    /// their parents: the bias (or the intercepts, slopes, feature and row scale), the query
+    /// table, the key table, the relative queries and keys, the untied queries and keys, the
+    /// relative values' table. The bias's only as `want_bias` asks.
+    fn grads(&self, dout: &FlexTensor, want_bias: BiasGrads) -> Vec<Option<FlexTensor>> {
         let dims = dims4(&self.q);
         let (q, k, v) = (
             HeadsBuf::new(&self.q),
@@ -241,10 +253,16 @@ impl AttentionState {
             ScoreBias::None => {}
             ScoreBias::Distance(b) => grads.push(shaped(g.bias, b)),
             ScoreBias::Piecewise {
-                intercepts, slopes, ..
+                intercepts,
+                slopes,
+                feature,
+                row_scale,
+                ..
             } => {
                 grads.push(shaped(g.bias, intercepts));
                 grads.push(shaped(g.slopes, slopes));
+                grads.push(shaped(g.feature, feature));
+                grads.push(shaped(g.row_scale, row_scale));
             }
         }
         for (t, dg) in [

@@ -156,9 +156,9 @@ pub(super) fn interleaved(values: Vec<f32>, dims: &AttentionDims) -> FlexTensor 
 /// The values of the terms' tensors, held while the kernel's [`Terms`] borrow them.
 pub(super) struct TermValues<'a> {
     terms: &'a AttentionTerms<Flex>,
-    /// The bias (or the piecewise intercepts) and the piecewise slopes.
+    /// The bias (or the piecewise intercepts), and the piecewise slopes, feature and row scale.
     bias: Option<Values<'a>>,
-    slopes: Option<Values<'a>>,
+    piecewise: Option<[Values<'a>; 3]>,
     query_table: Option<Values<'a>>,
     key_table: Option<Values<'a>>,
     distance_queries: Option<HeadsBuf>,
@@ -169,12 +169,19 @@ pub(super) struct TermValues<'a> {
 
 impl<'a> TermValues<'a> {
     pub(super) fn new(terms: &'a AttentionTerms<Flex>) -> Self {
-        let (bias, slopes) = match &terms.bias {
+        let (bias, piecewise) = match &terms.bias {
             ScoreBias::None => (None, None),
             ScoreBias::Distance(b) => (Some(values(b)), None),
             ScoreBias::Piecewise {
-                intercepts, slopes, ..
-            } => (Some(values(intercepts)), Some(values(slopes))),
+                intercepts,
+                slopes,
+                feature,
+                row_scale,
+                ..
+            } => (
+                Some(values(intercepts)),
+                Some([values(slopes), values(feature), values(row_scale)]),
+            ),
         };
         let table = |t: &'a TableTerm<Flex>| match t {
             TableTerm::None => None,
@@ -193,7 +200,7 @@ impl<'a> TermValues<'a> {
         Self {
             terms,
             bias,
-            slopes,
+            piecewise,
             query_table: table(&terms.query_table),
             key_table: table(&terms.key_table),
             distance_queries,
@@ -208,15 +215,17 @@ impl<'a> TermValues<'a> {
 
     /// The terms as the kernels read them.
     pub(super) fn terms(&self) -> Terms<'_> {
-        let bias = match (&self.terms.bias, &self.bias, &self.slopes) {
+        let bias = match (&self.terms.bias, &self.bias, &self.piecewise) {
             (ScoreBias::Distance(_), Some(b), _) => Bias::Distance(b),
-            (ScoreBias::Piecewise { shape, .. }, Some(a), Some(s)) => Bias::Piecewise(Piecewise {
-                feature: &shape.feature,
-                row_scale: &shape.row_scale,
-                breakpoints: &shape.breakpoints,
-                intercepts: a,
-                slopes: s,
-            }),
+            (ScoreBias::Piecewise { breakpoints, .. }, Some(a), Some([s, psi, nu])) => {
+                Bias::Piecewise(Piecewise {
+                    feature: psi,
+                    row_scale: nu,
+                    breakpoints,
+                    intercepts: a,
+                    slopes: s,
+                })
+            }
             _ => Bias::None,
         };
         fn gathered<'b>(t: &'b TableTerm<Flex>, v: &'b Option<Values<'_>>) -> Option<Gathered<'b>> {

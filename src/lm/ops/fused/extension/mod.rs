@@ -35,20 +35,13 @@ pub enum ScoreBias<B: Backend> {
         intercepts: FloatTensor<B>,
         /// $s_{h,p}$, `[H, P]`.
         slopes: FloatTensor<B>,
-        /// $\psi_d$, $\nu_i$ and the breakpoints (constants).
-        shape: PiecewiseShape,
+        /// $\psi_d$, `[L]`.
+        feature: FloatTensor<B>,
+        /// $\nu_i$, `[L]`.
+        row_scale: FloatTensor<B>,
+        /// $t_1 \le \dots \le t_{P-1}$ (constants).
+        breakpoints: Arc<[f32]>,
     },
-}
-
-/// The constants of a piecewise bias: $\psi_d$ `[L]`, $\nu_i$ `[L]`, breakpoints `[P-1]`.
-#[derive(Debug, Clone)]
-pub struct PiecewiseShape {
-    /// $\psi_d$.
-    pub feature: Arc<[f32]>,
-    /// $\nu_i$.
-    pub row_scale: Arc<[f32]>,
-    /// $t_1 \le \dots \le t_{P-1}$.
-    pub breakpoints: Arc<[f32]>,
 }
 
 /// A table `[B, H, L, R]` read at the column of the distance (its index a constant).
@@ -298,7 +291,8 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
 }
 
 /// The terms of an autodiff call on Flex, and the nodes of their float tensors in the order
-/// [`AttentionState`] returns their gradients: the bias's (one, or intercepts then slopes),
+/// [`AttentionState`] returns their gradients: the bias's (one, or intercepts, slopes,
+/// feature and row scale),
 /// the query table, the key table, the relative queries and keys, the untied queries and
 /// keys, the relative values' table.
 fn on_flex<C: CheckpointStrategy>(
@@ -315,11 +309,15 @@ fn on_flex<C: CheckpointStrategy>(
         ScoreBias::Piecewise {
             intercepts,
             slopes,
-            shape,
+            feature,
+            row_scale,
+            breakpoints,
         } => ScoreBias::Piecewise {
             intercepts: take(intercepts),
             slopes: take(slopes),
-            shape: shape.clone(),
+            feature: take(feature),
+            row_scale: take(row_scale),
+            breakpoints: breakpoints.clone(),
         },
     };
     let mut table = |t: &TableTerm<Autodiff<Flex, C>>| match t {
