@@ -30,7 +30,8 @@
 //! models configure it (a model's `config.json` read into these types, [`ModelRope`]), and
 //! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`; the relative position
 //! rectified at a window at inference ([`ReRope`]: ReRoPE, Leaky ReRoPE) in
-//! `notebooks/13_rerope_and_log_n.ipynb`.
+//! `notebooks/13_rerope_and_log_n.ipynb`. Some pairs only ([`PairRope`]): partial RoPE and
+//! p-RoPE.
 
 mod bands;
 mod engine;
@@ -38,6 +39,7 @@ mod extend;
 mod longrope;
 mod matrix;
 mod model;
+mod partial;
 mod parts;
 mod precision;
 mod rerope;
@@ -54,6 +56,10 @@ pub use extend::{self_extend_distance, SelfExtend};
 pub use longrope::LongRope;
 pub use matrix::{decay_bound, rotation_matrix};
 pub use model::{LayerRope, LayerScaling, ModelRope, RopeSummary};
+pub use partial::{
+    neox_to_half, p_rope_inv_freq, p_rope_pairs, partial_inv_freq, partial_rotary_dim, PairRope,
+    NEOX_ROTARY_FACTOR, P_ROPE_KEPT,
+};
 pub use parts::{ntk_by_parts_inv_freq, yarn_correction_dim, yarn_correction_range, yarn_ramp};
 pub use precision::{phase_error, wrapped_difference, AnglePrecision};
 pub use rerope::ReRope;
