@@ -31,7 +31,7 @@
 //! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`; the relative position
 //! rectified at a window at inference ([`ReRope`]: ReRoPE, Leaky ReRoPE) in
 //! `notebooks/13_rerope_and_log_n.ipynb`. Some pairs only ([`PairRope`]): partial RoPE and
-//! p-RoPE.
+//! p-RoPE; trained at randomly drawn positions: [`RandomPositions`].
 
 mod bands;
 mod engine;
@@ -42,6 +42,7 @@ mod model;
 mod partial;
 mod parts;
 mod precision;
+mod random;
 mod rerope;
 mod scaling;
 
@@ -62,6 +63,7 @@ pub use partial::{
 };
 pub use parts::{ntk_by_parts_inv_freq, yarn_correction_dim, yarn_correction_range, yarn_ramp};
 pub use precision::{phase_error, wrapped_difference, AnglePrecision};
+pub use random::{sample_positions, RandomEval, RandomPositions, RandomRope, MAX_RANDOM_POSITIONS};
 pub use rerope::ReRope;
 pub use scaling::{
     yarn_mscale, RopeFrequencies, RopeScaling, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR,
