@@ -19,7 +19,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::encodings::deberta::{self, LogBuckets};
-use crate::encodings::rope::{RopeConfig, RopeScaling};
+use crate::encodings::rope::{
+    p_rope_pairs, partial_rotary_dim, RandomEval, RandomPositions, RopeConfig, RopeScaling,
+    NEOX_ROTARY_FACTOR, P_ROPE_KEPT,
+};
 use crate::encodings::t5::T5Buckets;
 use crate::encodings::tupe;
 use crate::error::{ensure, ensure_positive, invalid, Result};
@@ -80,11 +83,25 @@ pub enum Scheme {
     Kerple,
     /// FIRE: an MLP of the normalised log distance.
     Fire,
+    /// Dynamic position bias: an MLP of the signed log distance per layer.
+    Dpb,
+    /// Partial RoPE: the first `partial_rotary_factor` of each head's channels rotated.
+    #[serde(rename = "partial_rope")]
+    PartialRope,
+    /// p-RoPE: the lowest frequencies of RoPE dropped (`p_rope_kept` of the pairs rotate).
+    #[serde(rename = "p_rope")]
+    PRope,
+    /// RoPE with a global NoPE layer every `nope_every` layers.
+    #[serde(rename = "rope_nope")]
+    RopeNope,
+    /// RoPE trained at random ordered positions from `[0, random_positions_max)`.
+    #[serde(rename = "random_rope")]
+    RandomRope,
 }
 
 impl Scheme {
     /// All schemes, in the order of the results table.
-    pub const ALL: [Scheme; 13] = [
+    pub const ALL: [Scheme; 18] = [
         Scheme::Nope,
         Scheme::Sinusoidal,
         Scheme::Learned,
@@ -98,6 +115,11 @@ impl Scheme {
         Scheme::Xpos,
         Scheme::Kerple,
         Scheme::Fire,
+        Scheme::Dpb,
+        Scheme::PartialRope,
+        Scheme::PRope,
+        Scheme::RopeNope,
+        Scheme::RandomRope,
     ];
 
     /// One line on the scheme, for help texts.
@@ -118,6 +140,11 @@ impl Scheme {
             Scheme::Xpos => "xPos: RoPE with an exponential decay",
             Scheme::Kerple => "Kerple (log variant) with learned r1, r2",
             Scheme::Fire => "FIRE: an MLP of the normalised log distance",
+            Scheme::Dpb => "Dynamic position bias: an MLP of the signed log distance per layer",
+            Scheme::PartialRope => "Partial RoPE: the first part of each head's channels rotated",
+            Scheme::PRope => "p-RoPE: RoPE with its slowest pairs left unrotated",
+            Scheme::RopeNope => "RoPE layers with a global NoPE layer every few layers",
+            Scheme::RandomRope => "RoPE trained at random ordered positions from a wider range",
         }
     }
 
@@ -137,6 +164,11 @@ impl Scheme {
             Scheme::Xpos => "xpos",
             Scheme::Kerple => "kerple",
             Scheme::Fire => "fire",
+            Scheme::Dpb => "dpb",
+            Scheme::PartialRope => "partial_rope",
+            Scheme::PRope => "p_rope",
+            Scheme::RopeNope => "rope_nope",
+            Scheme::RandomRope => "random_rope",
         }
     }
 }
@@ -187,6 +219,29 @@ pub struct ModelConfig {
     pub fire_c: f32,
     /// FIRE threshold $L$; default 128 (the training length).
     pub fire_threshold: f32,
+    /// DPB MLP width; default 32 ($d_{model}/4$: x-transformers' `dim // 4`, CrossFormer).
+    pub dpb_hidden: usize,
+    /// DPB hidden layers; default 2 (x-transformers' `dynamic_pos_bias_mlp_depth`).
+    pub dpb_depth: usize,
+    /// DPB input $\operatorname{sign}(d)\ln(|d| + 1)$ rather than $d$; default true (the
+    /// signed log distance; SwinV2's log-spaced coordinates).
+    pub dpb_log_distance: bool,
+    /// DPB LayerNorm after each hidden layer; default false (x-transformers' default).
+    pub dpb_norm: bool,
+    /// Partial RoPE's fraction $f$ of each head's channels rotated; default 0.25 (GPT-NeoX,
+    /// Pythia).
+    pub partial_rotary_factor: f64,
+    /// p-RoPE's fraction $p$ of the pairs that rotate (the fastest); default 0.75 (Barbero et
+    /// al. 2024).
+    pub p_rope_kept: f64,
+    /// RoPE/NoPE: layer $\ell$ (from 0) has no position encoding when
+    /// $(\ell + 1) \bmod n = 0$; default 4 (Llama 4, Command A): the last of 4 layers.
+    pub nope_every: usize,
+    /// Randomized RoPE's range $N$ of training positions; default 32768 (four times the
+    /// longest evaluated length, 8192, as Ruoss et al.'s 2048 to 500).
+    pub random_positions_max: usize,
+    /// Randomized RoPE's positions at evaluation; default sampled (as the reference code).
+    pub random_positions_eval: RandomEval,
 }
 
 impl Default for ModelConfig {
@@ -211,6 +266,15 @@ impl Default for ModelConfig {
             fire_hidden: 32,
             fire_c: 0.1,
             fire_threshold: 128.0,
+            dpb_hidden: 32,
+            dpb_depth: 2,
+            dpb_log_distance: true,
+            dpb_norm: false,
+            partial_rotary_factor: NEOX_ROTARY_FACTOR,
+            p_rope_kept: P_ROPE_KEPT,
+            nope_every: 4,
+            random_positions_max: 32_768,
+            random_positions_eval: RandomEval::Sampled,
         }
     }
 }
@@ -219,7 +283,7 @@ impl ModelConfig {
     /// A tiny model of `scheme` for tests and examples: 1 layer, width 16, 2 heads of 8,
     /// feed-forward 32, training length 12, and position hyper-parameters that fit that
     /// length (Shaw's clip 3, 8 T5 buckets to distance 10, DeBERTa's 6 buckets to 10, FIRE's
-    /// 4 hidden units and threshold 12).
+    /// 4 hidden units and threshold 12, DPB's 4 hidden units).
     pub fn tiny(scheme: Scheme) -> Self {
         Self {
             scheme,
@@ -236,6 +300,7 @@ impl ModelConfig {
             deberta_max_position: 10,
             fire_hidden: 4,
             fire_threshold: 12.0,
+            dpb_hidden: 4,
             ..Self::default()
         }
     }
@@ -262,7 +327,12 @@ impl ModelConfig {
             | Scheme::Alibi
             | Scheme::Xpos
             | Scheme::Kerple
-            | Scheme::Fire => 1.0 / (dh as f32).sqrt(),
+            | Scheme::Fire
+            | Scheme::Dpb
+            | Scheme::PartialRope
+            | Scheme::PRope
+            | Scheme::RopeNope
+            | Scheme::RandomRope => 1.0 / (dh as f32).sqrt(),
         }
     }
 
@@ -420,6 +490,41 @@ impl ModelConfig {
             | Scheme::Xpos
             | Scheme::Kerple
             | Scheme::Fire => {}
+            Scheme::Dpb => {
+                ensure(
+                    (1..=MAX_WIDTH).contains(&self.dpb_hidden),
+                    "dpb_hidden",
+                    self.dpb_hidden,
+                    &at_most(MAX_WIDTH),
+                )?;
+                ensure(
+                    (1..=MAX_LAYERS).contains(&self.dpb_depth),
+                    "dpb_depth",
+                    self.dpb_depth,
+                    &at_most(MAX_LAYERS),
+                )?;
+            }
+            Scheme::PartialRope => {
+                partial_rotary_dim(self.head_dim(), self.partial_rotary_factor)?;
+            }
+            Scheme::PRope => {
+                p_rope_pairs(self.head_dim(), self.p_rope_kept)?;
+            }
+            Scheme::RopeNope => ensure(
+                (1..=MAX_LAYERS).contains(&self.nope_every),
+                "nope_every",
+                self.nope_every,
+                &format!("1 to {MAX_LAYERS} (more than layers: no NoPE layer)"),
+            )?,
+            Scheme::RandomRope => {
+                RandomPositions::new(self.random_positions_max, self.random_positions_eval)?;
+                ensure(
+                    self.random_positions_max >= self.train_len,
+                    "random_positions_max",
+                    self.random_positions_max,
+                    &format!("at least train_len = {}", self.train_len),
+                )?;
+            }
         }
         ensure(
             self.rope_base.is_finite() && self.rope_base > 1.0,

@@ -40,7 +40,12 @@ fn term_values(c: &ModelConfig) -> u64 {
         | Scheme::Alibi
         | Scheme::T5
         | Scheme::Kerple
-        | Scheme::Fire => h,
+        | Scheme::Fire
+        | Scheme::Dpb
+        | Scheme::PartialRope
+        | Scheme::PRope
+        | Scheme::RopeNope
+        | Scheme::RandomRope => h,
         // q w^K^T [H, 2k+1]
         Scheme::Shaw => h * (2 * c.shaw_max_relative as u64 + 1),
         // q K^r^T and k Q^r^T [H, 2s] each, one head's copy transposed
@@ -67,7 +72,12 @@ fn dense_terms(c: &ModelConfig) -> u64 {
         | Scheme::T5
         | Scheme::Kerple
         | Scheme::Fire
-        | Scheme::Tupe => 0,
+        | Scheme::Tupe
+        | Scheme::Dpb
+        | Scheme::PartialRope
+        | Scheme::PRope
+        | Scheme::RopeNope
+        | Scheme::RandomRope => 0,
     }
 }
 
