@@ -1,17 +1,21 @@
 //! The trained schemes of the byte LM that have a reference package, against its values
 //! (`tests/golden/generate.py`): dynamic position bias (x-transformers), partial rotary
 //! (transformers' GPT-NeoX, x-transformers' `rotary_emb_dim`), p-RoPE (transformers'
-//! `"proportional"` RoPE) and the NoPE layers of the RoPE/NoPE hybrids (Llama 4, Cohere 2).
+//! `"proportional"` RoPE) and the NoPE layers of the RoPE/NoPE hybrids (Llama 4, Cohere 2);
+//! and the limits where partial RoPE and p-RoPE are RoPE or NoPE (property tests).
 
 use ndarray::{Array1, Array2};
 use posenc::encodings::dpb::{DpbLayer, DpbNorm, DynamicPositionBias};
 use posenc::encodings::nope::is_nope_layer;
 use posenc::encodings::rope::{
-    apply_rope_partial, p_rope_inv_freq, partial_inv_freq, RopeConfig, RopeLayout,
+    apply_rope_partial, p_rope_inv_freq, p_rope_pairs, partial_inv_freq, PairRope, RopeConfig,
+    RopeLayout,
 };
+use posenc::prelude::PositionScheme;
+use proptest::prelude::*;
 use serde_json::Value;
 
-use crate::support::fixture;
+use crate::support::{fixture, normal};
 
 fn floats(v: &Value) -> Vec<f32> {
     v.as_array()
@@ -175,5 +179,29 @@ fn nope_layers_equal_llama4_and_cohere2() {
                 .collect();
             assert_eq!(ours, want, "{key}: {layers} layers, every {every}");
         }
+    }
+}
+
+proptest! {
+    /// Partial RoPE with factor 1 and p-RoPE keeping every pair are RoPE's frequencies bit for
+    /// bit; p-RoPE keeping none rotates nothing (NoPE): the scores through the reference
+    /// attention are then the unrotated $q \cdot k$.
+    #[test]
+    fn partial_and_p_rope_limits(half in 1usize..=64, base in 2.0f64..1e6, seed in 0u64..1000) {
+        let d = 2 * half;
+        let rope = RopeConfig::new(d, base).unwrap().frequencies(None).unwrap().inv_freq;
+        prop_assert_eq!(&partial_inv_freq(d, base, 1.0).unwrap(), &rope);
+        prop_assert_eq!(&p_rope_inv_freq(d, base, 1.0).unwrap(), &rope);
+        let none = PairRope::p_rope(d, base, 0.0).unwrap();
+        prop_assert!(none.inv_freq.iter().all(|&t| t == 0.0));
+        let (q, k) = (normal(6, d, seed), normal(6, d, seed + 1));
+        let (qr, kr) = none.transform_qk(q.view(), k.view()).unwrap();
+        prop_assert_eq!((qr, kr), (q, k));
+        // p-RoPE keeps a prefix of RoPE's pairs, as many as floor(p d / 2)
+        let p = (seed % 11) as f64 / 10.0;
+        let kept = p_rope_inv_freq(d, base, p).unwrap();
+        let n = p_rope_pairs(d, p).unwrap();
+        prop_assert_eq!(&kept[..n], &rope[..n]);
+        prop_assert!(kept[n..].iter().all(|&t| t == 0.0));
     }
 }
