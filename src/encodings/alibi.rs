@@ -133,8 +133,9 @@ impl Alibi {
     /// ```
     /// use posenc::prelude::*;
     /// let alibi = Alibi::new(2)?;
-    /// // slopes 1/4 and 1/16
-    /// assert_eq!(alibi.distance_bias(3), array![[0.0, -0.25, -0.5], [0.0, -0.0625, -0.125]]);
+    /// // slopes 2^(-8/2) = 1/16 and 2^(-16/2) = 1/256
+    /// let expected = array![[0.0, -0.0625, -0.125], [0.0, -0.00390625, -0.0078125]];
+    /// assert_eq!(alibi.distance_bias(3), expected);
     /// # Ok::<(), posenc::Error>(())
     /// ```
     pub fn distance_bias(&self, len: usize) -> Array2<f32> {

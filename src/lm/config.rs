@@ -280,6 +280,16 @@ impl Default for ModelConfig {
 }
 
 impl ModelConfig {
+    /// The length a RoPE model's positions were originally trained at: its training length,
+    /// or, for a model trained with a scaling of factor $s$ (a fine-tune at a longer length),
+    /// $L_{train} / s$.
+    pub fn original_len(&self) -> usize {
+        match self.rope_scaling.factor() {
+            Some(s) if s >= 1.0 => ((self.train_len as f64 / s).round() as usize).max(1),
+            _ => self.train_len,
+        }
+    }
+
     /// A tiny model of `scheme` for tests and examples: 1 layer, width 16, 2 heads of 8,
     /// feed-forward 32, training length 12, and position hyper-parameters that fit that
     /// length (Shaw's clip 3, 8 T5 buckets to distance 10, DeBERTa's 6 buckets to 10, FIRE's

@@ -54,7 +54,7 @@ pub struct InferenceScaling {
     /// `linear` (PI), `ntk`, `dynamic`, `yarn` or `llama3`.
     pub kind: ScalingKind,
     /// A fixed factor, or `None` for $L / L_{orig}$ at each evaluated length $L$, with
-    /// $L_{orig}$ the model's original length ([`original_len`]).
+    /// $L_{orig}$ the model's original length ([`ModelConfig::original_len`]).
     pub factor: Option<f64>,
     /// YaRN's betas and Llama 3's frequency factors (the references' by default).
     #[serde(default)]
@@ -96,16 +96,6 @@ pub fn write_csv(path: &Path, rows: &[ResultRow]) -> Result<()> {
     write_atomic(path, &csv_bytes(rows)?)
 }
 
-/// The length a RoPE model's positions were originally trained at: its training length, or,
-/// for a model trained with a scaling of factor $s$ (a fine-tune at a longer length),
-/// $L_{train} / s$.
-pub fn original_len(model: &ModelConfig) -> usize {
-    match model.rope_scaling.factor() {
-        Some(s) if s >= 1.0 => ((model.train_len as f64 / s).round() as usize).max(1),
-        _ => model.train_len,
-    }
-}
-
 /// How the evaluation runs: the position context of each length and whether one pass serves
 /// all lengths.
 #[derive(Debug, Clone)]
@@ -136,7 +126,7 @@ impl EvalPlan {
                         format!("only for RoPE checkpoints (this one is {})", model.scheme),
                     ));
                 }
-                let original = original_len(model);
+                let original = model.original_len();
                 opts.lengths
                     .iter()
                     .map(|&l| {

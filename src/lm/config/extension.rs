@@ -504,7 +504,7 @@ mod tests {
                 assert_eq!((t.seed, t.steps, t.valid_every), (1, 200, 50));
                 if scheme == Scheme::Rope {
                     assert_eq!(m.rope_scaling.factor(), Some(f as f64));
-                    assert_eq!(crate::lm::eval::original_len(&m), base_len);
+                    assert_eq!(m.original_len(), base_len);
                 } else {
                     assert_eq!(m.rope_scaling, RopeScaling::None);
                 }
