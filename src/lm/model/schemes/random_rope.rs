@@ -7,8 +7,8 @@
 use burn::tensor::{Device, Tensor};
 
 use super::rope;
-use crate::encodings::rope::{RandomPositions, RopeConfig};
-use crate::error::Result;
+use crate::encodings::rope::{RandomEval, RandomPositions, RopeConfig};
+use crate::error::{ensure, Result};
 use crate::lm::config::ModelConfig;
 use crate::lm::ops::{Rotation, ScoreTerms};
 
@@ -38,6 +38,16 @@ impl Objects {
     /// When the encodings reject the configuration, or `len` exceeds $N$ with sampled
     /// evaluation positions.
     pub fn new(c: &ModelConfig, len: usize, device: &Device) -> Result<Self> {
+        ensure(
+            c.random_positions_eval == RandomEval::Contiguous || len <= c.random_positions_max,
+            "length",
+            len,
+            &format!(
+                "at most random_positions_max = {} with sampled evaluation positions (L distinct \
+                 positions out of [0, N)); random_positions_eval \"contiguous\" evaluates at 0..L",
+                c.random_positions_max
+            ),
+        )?;
         let freqs = RopeConfig::new(c.head_dim(), c.rope_base)?.frequencies(None)?;
         let at: Vec<f64> = positions(c)?
             .evaluation(len)?
