@@ -17,11 +17,13 @@
 //! | [`xpos`] | xPos | rotate and scale q, k |
 //! | [`kerple`] | Kerple (log, power) | score bias |
 //! | [`fire`] | FIRE | score bias |
+//! | [`dpb`] | dynamic position bias (CrossFormer; x-transformers) | score bias |
 //! | [`nope`] | NoPE | nothing |
 //! | [`temperature`] | log-$n$ and floor-log query scales | scale q |
 
 pub mod alibi;
 pub mod deberta;
+pub mod dpb;
 pub mod fire;
 pub mod init;
 pub mod kerple;

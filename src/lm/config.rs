@@ -7,10 +7,12 @@
 pub mod checkpoint;
 pub mod extension;
 pub mod sweep;
+pub mod train;
 
 pub use checkpoint::{CheckpointInfo, WeightDtype};
 pub use extension::{FinetuneControl, SweepBudget, SweepFinetune, SWEEP_RAMP};
 pub use sweep::{check_lengths, Mode, SweepConfig, SweepEval};
+pub use train::TrainConfig;
 
 use std::fmt;
 
@@ -18,7 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::encodings::deberta::{self, LogBuckets};
 use crate::encodings::fire;
-use crate::encodings::rope::{RopeConfig, RopeScaling};
+use crate::encodings::rope::{
+    p_rope_pairs, partial_rotary_dim, RandomEval, RandomPositions, RopeConfig, RopeScaling,
+    NEOX_ROTARY_FACTOR, P_ROPE_KEPT,
+};
 use crate::encodings::t5::T5Buckets;
 use crate::encodings::tupe;
 use crate::error::{ensure, ensure_positive, invalid, Result};
@@ -79,11 +84,25 @@ pub enum Scheme {
     Kerple,
     /// FIRE: an MLP of the normalised log distance.
     Fire,
+    /// Dynamic position bias: an MLP of the signed log distance per layer.
+    Dpb,
+    /// Partial RoPE: the first `partial_rotary_factor` of each head's channels rotated.
+    #[serde(rename = "partial_rope")]
+    PartialRope,
+    /// p-RoPE: the lowest frequencies of RoPE dropped (`p_rope_kept` of the pairs rotate).
+    #[serde(rename = "p_rope")]
+    PRope,
+    /// RoPE with a global NoPE layer every `nope_every` layers.
+    #[serde(rename = "rope_nope")]
+    RopeNope,
+    /// RoPE trained at random ordered positions from `[0, random_positions_max)`.
+    #[serde(rename = "random_rope")]
+    RandomRope,
 }
 
 impl Scheme {
     /// All schemes, in the order of the results table.
-    pub const ALL: [Scheme; 13] = [
+    pub const ALL: [Scheme; 18] = [
         Scheme::Nope,
         Scheme::Sinusoidal,
         Scheme::Learned,
@@ -97,6 +116,11 @@ impl Scheme {
         Scheme::Xpos,
         Scheme::Kerple,
         Scheme::Fire,
+        Scheme::Dpb,
+        Scheme::PartialRope,
+        Scheme::PRope,
+        Scheme::RopeNope,
+        Scheme::RandomRope,
     ];
 
     /// One line on the scheme, for help texts.
@@ -117,6 +141,11 @@ impl Scheme {
             Scheme::Xpos => "xPos: RoPE with an exponential decay",
             Scheme::Kerple => "Kerple (log variant) with learned r1, r2",
             Scheme::Fire => "FIRE: an MLP of the normalised log distance",
+            Scheme::Dpb => "Dynamic position bias: an MLP of the signed log distance per layer",
+            Scheme::PartialRope => "Partial RoPE: the first part of each head's channels rotated",
+            Scheme::PRope => "p-RoPE: RoPE with its slowest pairs left unrotated",
+            Scheme::RopeNope => "RoPE layers with a global NoPE layer every few layers",
+            Scheme::RandomRope => "RoPE trained at random ordered positions from a wider range",
         }
     }
 
@@ -136,6 +165,11 @@ impl Scheme {
             Scheme::Xpos => "xpos",
             Scheme::Kerple => "kerple",
             Scheme::Fire => "fire",
+            Scheme::Dpb => "dpb",
+            Scheme::PartialRope => "partial_rope",
+            Scheme::PRope => "p_rope",
+            Scheme::RopeNope => "rope_nope",
+            Scheme::RandomRope => "random_rope",
         }
     }
 }
@@ -184,13 +218,35 @@ pub struct ModelConfig {
     pub fire_hidden: usize,
     /// FIRE's initial $c$, learned per layer from there; default 0.1 (the paper's).
     pub fire_c: f32,
-    /// FIRE's initial threshold $L_0$, learned per layer as $|m L_0|$ from $m = 1$; default 128,
-    /// the value of the sweep of record (`data/configs/sweep.json`, which the default equals).
-    /// The paper starts at a quarter of the training length (its 512 of 2,048), 32 here
+    /// FIRE's initial threshold $L_0$, learned per layer as $|m L_0|$ from $m = 1$; default 32,
+    /// a quarter of the default training length 128 as the paper's 512 of 2,048
     /// ([`crate::encodings::fire::initial_threshold`], what `posenc train` uses for a fresh
-    /// model). A checkpoint written before $c$ and $L$ were learned keeps both fixed at
-    /// `fire_c` and this.
+    /// model at any training length). A checkpoint written before $c$ and $L$ were learned
+    /// keeps both fixed at `fire_c` and this.
     pub fire_threshold: f32,
+    /// DPB MLP width; default 32 ($d_{model}/4$: x-transformers' `dim // 4`, CrossFormer).
+    pub dpb_hidden: usize,
+    /// DPB hidden layers; default 2 (x-transformers' `dynamic_pos_bias_mlp_depth`).
+    pub dpb_depth: usize,
+    /// DPB input $\operatorname{sign}(d)\ln(|d| + 1)$ rather than $d$; default true (the
+    /// signed log distance; SwinV2's log-spaced coordinates).
+    pub dpb_log_distance: bool,
+    /// DPB LayerNorm after each hidden layer; default false (x-transformers' default).
+    pub dpb_norm: bool,
+    /// Partial RoPE's fraction $f$ of each head's channels rotated; default 0.25 (GPT-NeoX,
+    /// Pythia).
+    pub partial_rotary_factor: f64,
+    /// p-RoPE's fraction $p$ of the pairs that rotate (the fastest); default 0.75 (Barbero et
+    /// al. 2024).
+    pub p_rope_kept: f64,
+    /// RoPE/NoPE: layer $\ell$ (from 0) has no position encoding when
+    /// $(\ell + 1) \bmod n = 0$; default 4 (Llama 4, Command A): the last of 4 layers.
+    pub nope_every: usize,
+    /// Randomized RoPE's range $N$ of training positions; default 32768 (four times the
+    /// longest evaluated length, 8192, as Ruoss et al.'s 2048 to 500).
+    pub random_positions_max: usize,
+    /// Randomized RoPE's positions at evaluation; default sampled (as the reference code).
+    pub random_positions_eval: RandomEval,
 }
 
 impl Default for ModelConfig {
@@ -214,7 +270,16 @@ impl Default for ModelConfig {
             xpos_scale_base: 512.0,
             fire_hidden: 32,
             fire_c: fire::DEFAULT_C,
-            fire_threshold: 128.0,
+            fire_threshold: 32.0,
+            dpb_hidden: 32,
+            dpb_depth: 2,
+            dpb_log_distance: true,
+            dpb_norm: false,
+            partial_rotary_factor: NEOX_ROTARY_FACTOR,
+            p_rope_kept: P_ROPE_KEPT,
+            nope_every: 4,
+            random_positions_max: 32_768,
+            random_positions_eval: RandomEval::Sampled,
         }
     }
 }
@@ -233,7 +298,7 @@ impl ModelConfig {
     /// A tiny model of `scheme` for tests and examples: 1 layer, width 16, 2 heads of 8,
     /// feed-forward 32, training length 12, and position hyper-parameters that fit that
     /// length (Shaw's clip 3, 8 T5 buckets to distance 10, DeBERTa's 6 buckets to 10, FIRE's
-    /// 4 hidden units and threshold 12).
+    /// 4 hidden units and threshold 12, DPB's 4 hidden units).
     pub fn tiny(scheme: Scheme) -> Self {
         Self {
             scheme,
@@ -250,6 +315,7 @@ impl ModelConfig {
             deberta_max_position: 10,
             fire_hidden: 4,
             fire_threshold: 12.0,
+            dpb_hidden: 4,
             ..Self::default()
         }
     }
@@ -276,7 +342,12 @@ impl ModelConfig {
             | Scheme::Alibi
             | Scheme::Xpos
             | Scheme::Kerple
-            | Scheme::Fire => 1.0 / (dh as f32).sqrt(),
+            | Scheme::Fire
+            | Scheme::Dpb
+            | Scheme::PartialRope
+            | Scheme::PRope
+            | Scheme::RopeNope
+            | Scheme::RandomRope => 1.0 / (dh as f32).sqrt(),
         }
     }
 
@@ -434,6 +505,41 @@ impl ModelConfig {
             | Scheme::Xpos
             | Scheme::Kerple
             | Scheme::Fire => {}
+            Scheme::Dpb => {
+                ensure(
+                    (1..=MAX_WIDTH).contains(&self.dpb_hidden),
+                    "dpb_hidden",
+                    self.dpb_hidden,
+                    &at_most(MAX_WIDTH),
+                )?;
+                ensure(
+                    (1..=MAX_LAYERS).contains(&self.dpb_depth),
+                    "dpb_depth",
+                    self.dpb_depth,
+                    &at_most(MAX_LAYERS),
+                )?;
+            }
+            Scheme::PartialRope => {
+                partial_rotary_dim(self.head_dim(), self.partial_rotary_factor)?;
+            }
+            Scheme::PRope => {
+                p_rope_pairs(self.head_dim(), self.p_rope_kept)?;
+            }
+            Scheme::RopeNope => ensure(
+                (1..=MAX_LAYERS).contains(&self.nope_every),
+                "nope_every",
+                self.nope_every,
+                &format!("1 to {MAX_LAYERS} (more than layers: no NoPE layer)"),
+            )?,
+            Scheme::RandomRope => {
+                RandomPositions::new(self.random_positions_max, self.random_positions_eval)?;
+                ensure(
+                    self.random_positions_max >= self.train_len,
+                    "random_positions_max",
+                    self.random_positions_max,
+                    &format!("at least train_len = {}", self.train_len),
+                )?;
+            }
         }
         ensure(
             self.rope_base.is_finite() && self.rope_base > 1.0,
@@ -442,150 +548,6 @@ impl ModelConfig {
             "a finite number > 1",
         )?;
         self.rope_scaling.validate()
-    }
-}
-
-/// Optimisation hyper-parameters. Defaults: the sweep's. Read from JSON, missing keys take the
-/// defaults and unknown keys are an error.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TrainConfig {
-    /// Sequences per step; default 32.
-    pub batch: usize,
-    /// Total optimiser steps; default 600.
-    pub steps: usize,
-    /// Peak learning rate; default 3e-3.
-    pub lr: f64,
-    /// Linear warm-up steps; default 50.
-    pub warmup: usize,
-    /// Final learning rate as a fraction of the peak (cosine decay); default 0.1.
-    pub min_lr_ratio: f64,
-    /// AdamW weight decay; default 0.01.
-    pub weight_decay: f32,
-    /// Gradient-norm clipping; default 1.0.
-    pub grad_clip: f32,
-    /// Seed of the weights and of the data order; default 0.
-    pub seed: u64,
-    /// Steps between two measurements of the validation loss, and at the last step (0: none);
-    /// default 0.
-    pub valid_every: usize,
-    /// Bytes of the validation split scored at each measurement: windows of `train_len` from
-    /// its start, without overlap; default 16384.
-    pub valid_bytes: usize,
-}
-
-impl Default for TrainConfig {
-    fn default() -> Self {
-        Self {
-            batch: 32,
-            steps: 600,
-            lr: 3e-3,
-            warmup: 50,
-            min_lr_ratio: 0.1,
-            weight_decay: 0.01,
-            grad_clip: 1.0,
-            seed: 0,
-            valid_every: 0,
-            valid_bytes: 16_384,
-        }
-    }
-}
-
-impl TrainConfig {
-    /// The learning rate at `step` (0-based): linear warm-up, then cosine to
-    /// `min_lr_ratio * lr` at `steps`.
-    pub fn lr_at(&self, step: usize) -> f64 {
-        if step < self.warmup {
-            return self.lr * (step + 1) as f64 / self.warmup as f64;
-        }
-        let span = (self.steps.saturating_sub(self.warmup)).max(1) as f64;
-        let t = ((step - self.warmup) as f64 / span).min(1.0);
-        let cos = 0.5 * (1.0 + (std::f64::consts::PI * t).cos());
-        self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cos)
-    }
-
-    /// Checks every field.
-    ///
-    /// # Errors
-    /// A batch of 0 or above [`MAX_BATCH`], 0 steps or more than [`MAX_STEPS`], a learning
-    /// rate that is not a finite positive number, a final ratio outside 0..=1, a negative or
-    /// non-finite weight decay, a clipping norm that is not finite and positive, a validation
-    /// interval above [`MAX_STEPS`] or a validation budget outside 1..=[`MAX_VALID_BYTES`].
-    pub fn validate(&self) -> Result<()> {
-        ensure(
-            (1..=MAX_BATCH).contains(&self.batch),
-            "batch",
-            self.batch,
-            &format!("1 to {MAX_BATCH}"),
-        )?;
-        ensure(
-            (1..=MAX_STEPS).contains(&self.steps),
-            "steps",
-            self.steps,
-            &format!("1 to {MAX_STEPS}"),
-        )?;
-        ensure(
-            self.warmup <= MAX_STEPS,
-            "warmup",
-            self.warmup,
-            &format!("at most {MAX_STEPS}"),
-        )?;
-        ensure(
-            self.lr.is_finite() && self.lr > 0.0 && self.lr <= 10.0,
-            "lr",
-            self.lr,
-            "a finite number > 0 and at most 10",
-        )?;
-        ensure(
-            self.min_lr_ratio.is_finite() && (0.0..=1.0).contains(&self.min_lr_ratio),
-            "min_lr_ratio",
-            self.min_lr_ratio,
-            "a number from 0 to 1",
-        )?;
-        ensure(
-            self.weight_decay.is_finite() && self.weight_decay >= 0.0,
-            "weight_decay",
-            self.weight_decay,
-            "a finite number >= 0",
-        )?;
-        ensure_positive("grad_clip", self.grad_clip)?;
-        ensure(
-            self.valid_every <= MAX_STEPS,
-            "valid_every",
-            self.valid_every,
-            &format!("at most {MAX_STEPS} (0: no validation loss)"),
-        )?;
-        ensure(
-            (1..=MAX_VALID_BYTES).contains(&self.valid_bytes),
-            "valid_bytes",
-            self.valid_bytes,
-            &format!("1 to {MAX_VALID_BYTES}"),
-        )
-    }
-
-    /// Checks that one step of `model` fits: at most [`MAX_TOKENS_PER_STEP`] bytes and
-    /// [`MAX_ATTENTION_ENTRIES`] attention weights.
-    ///
-    /// # Errors
-    /// A batch too large for the model's training length and heads.
-    pub fn validate_for(&self, model: &ModelConfig) -> Result<()> {
-        self.validate()?;
-        let tokens = self.batch.saturating_mul(model.train_len);
-        ensure(
-            tokens <= MAX_TOKENS_PER_STEP,
-            "batch x train_len",
-            format!("{} x {} = {tokens}", self.batch, model.train_len),
-            &format!("at most {MAX_TOKENS_PER_STEP} bytes per step"),
-        )?;
-        let entries = tokens
-            .saturating_mul(model.train_len)
-            .saturating_mul(model.heads);
-        ensure(
-            entries <= MAX_ATTENTION_ENTRIES,
-            "batch x heads x train_len^2",
-            entries,
-            &format!("at most {MAX_ATTENTION_ENTRIES} attention weights per step"),
-        )
     }
 }
 

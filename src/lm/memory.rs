@@ -39,7 +39,12 @@ fn term_values(c: &ModelConfig) -> u64 {
         | Scheme::Xpos
         | Scheme::Alibi
         | Scheme::T5
-        | Scheme::Kerple => h,
+        | Scheme::Kerple
+        | Scheme::Dpb
+        | Scheme::PartialRope
+        | Scheme::PRope
+        | Scheme::RopeNope
+        | Scheme::RandomRope => h,
         // the row's bias [H]; per call, the first rows' bias and slopes x feature [H] each,
         // every row's pieces (at most hidden + 1, three u32 each) and where they start
         Scheme::Fire => 3 * h + 3 * (c.fire_hidden as u64 + 1) + 2,
@@ -69,7 +74,12 @@ fn dense_terms(c: &ModelConfig) -> u64 {
         | Scheme::T5
         | Scheme::Kerple
         | Scheme::Fire
-        | Scheme::Tupe => 0,
+        | Scheme::Tupe
+        | Scheme::Dpb
+        | Scheme::PartialRope
+        | Scheme::PRope
+        | Scheme::RopeNope
+        | Scheme::RandomRope => 0,
     }
 }
 

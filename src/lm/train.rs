@@ -337,9 +337,10 @@ pub(crate) fn train_holding(
     for step in start..end {
         let (x, y) = train_batch(&text, tc.batch, c.train_len, tc.seed, step as u64)?;
         let shape = [tc.batch, c.train_len];
+        let step_ctx = ctx.for_step(&c, tc.batch, tc.seed, step as u64)?;
         let loss = model.loss(
             &c,
-            &ctx,
+            &step_ctx,
             ops,
             int_tensor(x, shape, &device),
             int_tensor(y, shape, &device),

@@ -2,8 +2,8 @@
 """Generate golden reference fixtures for the `posenc` crate's tests.
 
 Every value is computed by the *reference* implementation, imported from
-Hugging Face `transformers` (and `torch`); nothing that transformers provides is
-re-implemented here.  The only hand-written reference is Transformer-XL's
+Hugging Face `transformers` and `x-transformers` (and `torch`); nothing that they provide
+is re-implemented here.  The only hand-written reference is Transformer-XL's
 `_rel_shift`, which transformers no longer ships (see `xl_rel_shift` below).
 
 Usage, from the repository root, in an environment made from
@@ -17,7 +17,8 @@ byte-identical files):
 
     t5_buckets.json, deberta_buckets.json, alibi_slopes.json, rope.json,
     xl_rel_shift.json, rope_yarn_grid.json, rope_configs.json (and configs/v5/*.json),
-    rope_ntk_by_parts.json
+    rope_ntk_by_parts.json, dpb.json, rope_partial.json, rope_proportional.json,
+    rope_nope_layers.json
 
 Floating-point values are float32 tensor elements converted with float(), so
 each JSON number is the exact decimal expansion (shortest repr of the double)
@@ -725,6 +726,214 @@ def rope_ntk_by_parts():
     )
 
 
+# --------------------------------------------------------------------------
+# 9. Trained schemes of issue 27: dynamic position bias (x-transformers), partial rotary
+#    (transformers' GPT-NeoX and x-transformers' rotary_emb_dim), p-RoPE (transformers'
+#    "proportional" rope_type) and the RoPE/NoPE layer layouts (Llama 4, Cohere 2)
+# --------------------------------------------------------------------------
+
+
+def x_transformers_version():
+    import x_transformers  # noqa: F401  (imported here: only these fixtures need it)
+    from importlib.metadata import version
+
+    return version("x-transformers")
+
+
+def dpb():
+    """x-transformers' DynamicPositionBias(dim, heads=, depth=, log_distance=, norm=), seeded,
+    its weights (torch layout: Linear weight [out, in]) and `forward(n, n)`, the [heads, n, n]
+    bias b[h, i, j] = f(i - j). With norm, the LayerNorms' scales and shifts are drawn at random
+    first (their initial 1 and 0 would not test them)."""
+    from x_transformers.x_transformers import DynamicPositionBias
+
+    cases = []
+    grid = [
+        # (dim, heads, depth, log_distance, norm, n, seed): the byte LM's default first
+        (32, 4, 2, True, False, 20, 0),
+        (32, 4, 2, False, False, 9, 1),
+        (8, 2, 1, True, False, 7, 2),
+        (16, 3, 3, True, True, 12, 3),
+        (8, 1, 2, False, True, 5, 4),
+    ]
+    for dim, heads, depth, log_distance, norm, n, seed in grid:
+        torch.manual_seed(seed)
+        module = DynamicPositionBias(dim=dim, heads=heads, depth=depth, log_distance=log_distance, norm=norm)
+        layers = []
+        with torch.no_grad():
+            for block in list(module.mlp)[:-1]:
+                linear = block[0]
+                layer = {"weight": f32_list(linear.weight), "bias": f32_list(linear.bias)}
+                if norm:
+                    ln = block[1]
+                    # the first block's x-transformers LayerNorm: gamma only; nn.LayerNorm after
+                    gamma = ln.gamma if hasattr(ln, "gamma") else ln.weight
+                    gamma.uniform_(0.5, 1.5)
+                    layer["gamma"] = f32_list(gamma)
+                    if hasattr(ln, "bias") and ln.bias is not None:
+                        ln.bias.uniform_(-0.5, 0.5)
+                        layer["beta"] = f32_list(ln.bias)
+                layers.append(layer)
+            out = module.mlp[-1]
+            bias = module(n, n)
+        cases.append(
+            {
+                "dim": dim,
+                "heads": heads,
+                "depth": depth,
+                "log_distance": log_distance,
+                "norm": norm,
+                "n": n,
+                "seed": seed,
+                "layers": layers,
+                "out_weight": f32_list(out.weight),
+                "out_bias": f32_list(out.bias),
+                "bias": f32_list(bias),
+            }
+        )
+    write_fixture(
+        "dpb.json",
+        {
+            "generator": {**GENERATOR, "x-transformers": x_transformers_version()},
+            "reference": "x_transformers.x_transformers.DynamicPositionBias(dim, heads=, depth=, log_distance=, norm=) "
+            "after torch.manual_seed(seed); bias = module(n, n), [heads][i][j] = f(i - j)",
+            "cases": cases,
+        },
+    )
+
+
+def rope_partial():
+    """Partial rotary as the two references lay it out: transformers' GPT-NeoX
+    (`partial_rotary_factor`: the first int(head_dim * factor) channels rotated in the half
+    layout, inv_freq over that rotary width; `GPTNeoXRotaryEmbedding` and the model's
+    `apply_rotary_pos_emb`) and x-transformers (`rotary_emb_dim`: `RotaryEmbedding(dim)` and
+    `apply_rotary_pos_emb`, the first `dim` channels rotated in adjacent pairs). Each case: the
+    inverse frequencies, a seeded input x [L][head_dim] and its rotation at positions 0..L."""
+    from x_transformers.x_transformers import RotaryEmbedding, apply_rotary_pos_emb as xt_apply
+    from transformers import GPTNeoXConfig
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding, apply_rotary_pos_emb
+
+    cases = []
+    for head_dim, factor, base, length in [(32, 0.25, 10000.0, 9), (64, 0.25, 10000.0, 7), (80, 0.4, 10000.0, 6), (32, 0.5, 500000.0, 5)]:
+        heads = 4
+        config = GPTNeoXConfig(
+            hidden_size=heads * head_dim,
+            num_attention_heads=heads,
+            rope_parameters={"rope_type": "default", "rope_theta": base, "partial_rotary_factor": factor},
+        )
+        embedding = GPTNeoXRotaryEmbedding(config)
+        torch.manual_seed(head_dim + length)
+        x = torch.randn(1, 1, length, head_dim)
+        cos, sin = embedding(x, torch.arange(length)[None])
+        rotated, _ = apply_rotary_pos_emb(x, x, cos, sin)
+        cases.append(
+            {
+                "reference": "transformers gpt_neox",
+                "layout": "half",
+                "head_dim": head_dim,
+                "partial_rotary_factor": factor,
+                "base": base,
+                "inv_freq": f32_list(embedding.inv_freq),
+                "x": f32_list(x[0, 0]),
+                "rotated": f32_list(rotated[0, 0]),
+            }
+        )
+    for head_dim, rotary_dim, length in [(32, 16, 9), (64, 32, 6), (32, 8, 5)]:
+        embedding = RotaryEmbedding(rotary_dim)
+        torch.manual_seed(head_dim + rotary_dim + length)
+        x = torch.randn(1, length, head_dim)
+        freqs, scale = embedding.forward_from_seq_len(length)
+        rotated = xt_apply(x, freqs, scale)
+        cases.append(
+            {
+                "reference": "x-transformers",
+                "layout": "interleaved",
+                "head_dim": head_dim,
+                "rotary_emb_dim": rotary_dim,
+                "base": 10000.0,
+                "inv_freq": f32_list(embedding.inv_freq),
+                "x": f32_list(x[0]),
+                "rotated": f32_list(rotated[0]),
+            }
+        )
+    write_fixture(
+        "rope_partial.json",
+        {
+            "generator": {**GENERATOR, "x-transformers": x_transformers_version()},
+            "transformers": "GPTNeoXConfig(hidden_size=4*head_dim, num_attention_heads=4, rope_parameters={'rope_type': "
+            "'default', 'rope_theta': base, 'partial_rotary_factor': factor}); GPTNeoXRotaryEmbedding(config)(x, "
+            "positions) and modeling_gpt_neox.apply_rotary_pos_emb, x of shape [1, 1, L, head_dim] from torch.randn "
+            "after torch.manual_seed(head_dim + L)",
+            "x-transformers": "RotaryEmbedding(rotary_emb_dim).forward_from_seq_len(L) and apply_rotary_pos_emb(x, freqs, "
+            "scale), x of shape [1, L, head_dim] from torch.randn after torch.manual_seed(head_dim + rotary_emb_dim + L)",
+            "cases": cases,
+        },
+    )
+
+
+def rope_proportional():
+    """p-RoPE (Barbero et al. 2024) as transformers computes it: `rope_type` "proportional"
+    (Gemma 4's global layers), `partial_rotary_factor` p = the fraction of the head_dim/2 pairs
+    that rotate: int(p * head_dim // 2) inverse frequencies base^(-2i/head_dim), then zeros for
+    the lowest frequencies. Through the same `rope_case` as rope.json."""
+    cases = []
+    for dim, base, p in [
+        (32, 10000.0, 0.75),
+        (32, 10000.0, 0.25),
+        (32, 10000.0, 0.5),
+        (32, 10000.0, 1.0),
+        (32, 10000.0, 0.0),
+        (32, 10000.0, 0.3),
+        (256, 1000000.0, 0.25),
+        (64, 500000.0, 0.75),
+    ]:
+        name = f"proportional_d{dim}_b{int(base)}_p{p:g}"
+        params = {"partial_rotary_factor": p}
+        cases.append(rope_case(name, "proportional", dim, base, 8192, params))
+    write_fixture(
+        "rope_proportional.json",
+        {
+            "generator": GENERATOR,
+            "config": "as rope.json: LlamaConfig with head_dim=dim, rope_parameters={'rope_type': 'proportional', "
+            "'rope_theta': base, 'partial_rotary_factor': p}",
+            "call": "ROPE_INIT_FUNCTIONS['proportional'](config, None, seq_len=None)",
+            "cases": cases,
+        },
+    )
+
+
+def rope_nope_layers():
+    """Which layers have no position encoding in the RoPE/NoPE layouts of transformers' configs:
+    Llama 4 (`no_rope_layers`: 0 where a layer is NoPE, from `no_rope_layer_interval`) and
+    Cohere 2 / Command A (`layer_types`: RoPE only on the "sliding_attention" layers, from
+    `sliding_window_pattern`)."""
+    from transformers import Cohere2Config, Llama4TextConfig
+
+    cases = []
+    for layers, every in [(4, 4), (8, 4), (12, 4), (6, 3), (5, 2), (3, 4), (4, 1)]:
+        llama4 = Llama4TextConfig(num_hidden_layers=layers, no_rope_layer_interval=every)
+        cohere = Cohere2Config(num_hidden_layers=layers, sliding_window_pattern=every)
+        cases.append(
+            {
+                "layers": layers,
+                "every": every,
+                "llama4_nope": [i for i, rope in enumerate(llama4.no_rope_layers) if rope == 0],
+                "cohere2_nope": [i for i, t in enumerate(cohere.layer_types) if t != "sliding_attention"],
+                "llama4_attn_temperature_tuning": llama4.attn_temperature_tuning,
+            }
+        )
+    write_fixture(
+        "rope_nope_layers.json",
+        {
+            "generator": GENERATOR,
+            "reference": "Llama4TextConfig(num_hidden_layers, no_rope_layer_interval).no_rope_layers (0: NoPE) and "
+            "Cohere2Config(num_hidden_layers, sliding_window_pattern).layer_types (RoPE only on sliding_attention "
+            "layers, Cohere2Attention)",
+            "cases": cases,
+        },
+    )
+
+
 FIXTURES = {
     "t5_buckets.json": t5_buckets,
     "deberta_buckets.json": deberta_buckets,
@@ -734,6 +943,10 @@ FIXTURES = {
     "rope_yarn_grid.json": rope_yarn_grid,
     "rope_configs.json": rope_configs,
     "rope_ntk_by_parts.json": rope_ntk_by_parts,
+    "dpb.json": dpb,
+    "rope_partial.json": rope_partial,
+    "rope_proportional.json": rope_proportional,
+    "rope_nope_layers.json": rope_nope_layers,
 }
 
 

@@ -3,6 +3,8 @@
 //! same content at every position, the score matrix is constant along diagonals).
 
 use posenc::encodings::deberta::LogBuckets;
+use posenc::encodings::dpb::DynamicPositionBias;
+use posenc::encodings::rope::{PairRope, RandomEval, RandomPositions, RandomRope};
 use posenc::encodings::sinusoidal::SinusoidalAbsolute;
 use posenc::encodings::xl::XlDirection;
 use posenc::prelude::*;
@@ -45,6 +47,20 @@ fn schemes() -> Vec<(Box<dyn PositionScheme>, bool)> {
             true,
         ),
         (Box::new(Fire::new(2, 8, 0.1, 4.0, 7).unwrap()), false),
+        (
+            Box::new(DynamicPositionBias::new(2, 8, 2, true, true, 3).unwrap()),
+            true,
+        ),
+        (Box::new(PairRope::partial(D, 10_000.0, 0.5).unwrap()), true),
+        (Box::new(PairRope::p_rope(D, 10_000.0, 0.75).unwrap()), true),
+        // at positions sampled from [0, N): relative only where the gaps are equal
+        (
+            Box::new(RandomRope {
+                config: rope,
+                positions: RandomPositions::new(100, RandomEval::Sampled).unwrap(),
+            }),
+            false,
+        ),
     ]
 }
 

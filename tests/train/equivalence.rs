@@ -10,11 +10,14 @@ use ndarray::{s, Array1, Array2};
 use posenc::attention::{attention, PositionScheme};
 use posenc::encodings::alibi::Alibi;
 use posenc::encodings::deberta::{DebertaRelative, LogBuckets};
+use posenc::encodings::dpb::{DpbLayer, DpbNorm, DynamicPositionBias};
 use posenc::encodings::fire::Fire;
 use posenc::encodings::kerple::{Kerple, KerpleKind};
 use posenc::encodings::learned::LearnedAbsolute;
-use posenc::encodings::nope::NoPe;
-use posenc::encodings::rope::{Rope, RopeConfig, RopeLayout};
+use posenc::encodings::nope::{is_nope_layer, NoPe};
+use posenc::encodings::rope::{
+    PairRope, RandomPositions, RandomRope, Rope, RopeConfig, RopeLayout,
+};
 use posenc::encodings::shaw::ShawRelative;
 use posenc::encodings::sinusoidal::{SinusoidalAbsolute, DEFAULT_BASE};
 use posenc::encodings::t5::{T5Bias, T5Buckets};
@@ -142,6 +145,46 @@ fn reference(c: &ModelConfig, lm: &Lm, h: usize) -> Box<dyn PositionScheme> {
                 .unwrap(),
             )
         }
+        Scheme::Dpb => {
+            let LayerPositions::Dpb(p) = p else {
+                panic!("DPB parameters expected")
+            };
+            let layers = p
+                .layers
+                .iter()
+                .map(|l| DpbLayer {
+                    weight: array2(l.weight.val()),
+                    bias: Array1::from(vec1(l.bias.val())),
+                    norm: l.gamma.as_ref().map(|g| DpbNorm {
+                        gamma: Array1::from(vec1(g.val())),
+                        beta: l.beta.as_ref().map(|b| Array1::from(vec1(b.val()))),
+                    }),
+                })
+                .collect();
+            Box::new(
+                DynamicPositionBias::from_layers(
+                    c.dpb_log_distance,
+                    layers,
+                    array2(p.out_weight.val()),
+                    Array1::from(vec1(p.out_bias.val())),
+                )
+                .unwrap(),
+            )
+        }
+        Scheme::PartialRope => {
+            Box::new(PairRope::partial(dh, c.rope_base, c.partial_rotary_factor).unwrap())
+        }
+        Scheme::PRope => Box::new(PairRope::p_rope(dh, c.rope_base, c.p_rope_kept).unwrap()),
+        Scheme::RopeNope if is_nope_layer(0, c.nope_every) => Box::new(NoPe),
+        Scheme::RopeNope => Box::new(Rope::new(
+            RopeConfig::new(dh, c.rope_base).unwrap(),
+            RopeLayout::Half,
+        )),
+        Scheme::RandomRope => Box::new(RandomRope {
+            config: RopeConfig::new(dh, c.rope_base).unwrap(),
+            positions: RandomPositions::new(c.random_positions_max, c.random_positions_eval)
+                .unwrap(),
+        }),
     }
 }
 

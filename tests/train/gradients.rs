@@ -63,6 +63,13 @@ fn position_params(scheme: Scheme) -> &'static [&'static str] {
             "blocks.0.attn.positions.fire_c",
             "blocks.0.attn.positions.fire_threshold_scale",
         ],
+        Scheme::Dpb => &[
+            "blocks.0.attn.positions.dpb_layers.0.weight",
+            "blocks.0.attn.positions.dpb_layers.0.bias",
+            "blocks.0.attn.positions.dpb_layers.1.weight",
+            "blocks.0.attn.positions.dpb_out_weight",
+            "blocks.0.attn.positions.dpb_out_bias",
+        ],
         _ => &[],
     }
 }

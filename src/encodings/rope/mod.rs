@@ -30,7 +30,8 @@
 //! models configure it (a model's `config.json` read into these types, [`ModelRope`]), and
 //! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`; the relative position
 //! rectified at a window at inference ([`ReRope`]: ReRoPE, Leaky ReRoPE) in
-//! `notebooks/13_rerope_and_log_n.ipynb`.
+//! `notebooks/13_rerope_and_log_n.ipynb`. Some pairs only ([`PairRope`]): partial RoPE and
+//! p-RoPE; trained at randomly drawn positions: [`RandomPositions`].
 
 mod bands;
 mod engine;
@@ -38,8 +39,10 @@ mod extend;
 mod longrope;
 mod matrix;
 mod model;
+mod partial;
 mod parts;
 mod precision;
+mod random;
 mod rerope;
 mod scaling;
 
@@ -54,8 +57,13 @@ pub use extend::{self_extend_distance, SelfExtend};
 pub use longrope::LongRope;
 pub use matrix::{decay_bound, rotation_matrix};
 pub use model::{LayerRope, LayerScaling, ModelRope, RopeSummary};
+pub use partial::{
+    neox_to_half, p_rope_inv_freq, p_rope_pairs, partial_inv_freq, partial_rotary_dim, PairRope,
+    NEOX_ROTARY_FACTOR, P_ROPE_KEPT,
+};
 pub use parts::{ntk_by_parts_inv_freq, yarn_correction_dim, yarn_correction_range, yarn_ramp};
 pub use precision::{phase_error, wrapped_difference, AnglePrecision};
+pub use random::{sample_positions, RandomEval, RandomPositions, RandomRope, MAX_RANDOM_POSITIONS};
 pub use rerope::ReRope;
 pub use scaling::{
     yarn_mscale, RopeFrequencies, RopeScaling, ScalingKind, LLAMA3_HIGH_FREQ_FACTOR,

@@ -3,6 +3,7 @@
 //! by every layer of a forward pass.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -79,9 +80,35 @@ impl PositionContext {
         })
     }
 
-    /// Whether the objects depend on the length itself (dynamic NTK), so that a length-$L$
-    /// prefix of a longer window is not scored as a window of length $L$.
+    /// Whether the objects depend on the length itself (dynamic NTK, randomized RoPE's sampled
+    /// evaluation positions), so that a length-$L$ prefix of a longer window is not scored as a
+    /// window of length $L$ ([`schemes::depend_on_length`]).
     pub fn is_dynamic(c: &ModelConfig, rope_scaling: &RopeScaling) -> bool {
-        c.scheme == Scheme::Rope && rope_scaling.is_dynamic()
+        schemes::depend_on_length(c, rope_scaling)
+    }
+
+    /// The context of training step `step` of a run seeded by `seed` with `batch` sequences:
+    /// this one, or, for a scheme that draws its positions per step (randomized RoPE), one
+    /// with that step's objects ([`schemes::step_objects`]).
+    ///
+    /// # Errors
+    /// When the encodings reject the configuration.
+    pub fn for_step(
+        &self,
+        c: &ModelConfig,
+        batch: usize,
+        seed: u64,
+        step: u64,
+    ) -> Result<Cow<'_, Self>> {
+        let device = self.device();
+        Ok(
+            match schemes::step_objects(c, (batch, self.len), seed, step, &device)? {
+                Some(objects) => Cow::Owned(Self {
+                    objects,
+                    ..self.clone()
+                }),
+                None => Cow::Borrowed(self),
+            },
+        )
     }
 }

@@ -104,7 +104,7 @@ impl Lm {
                         key: linear(d, d, &mut rng, device),
                         value: linear(d, d, &mut rng, device),
                         out: linear(d, d, &mut rng, device),
-                        positions: LayerPositions::init(c, layer_seed, device)?,
+                        positions: LayerPositions::init(c, l, layer_seed, device)?,
                     },
                     ln_ffn: LayerNormConfig::new(d).init(device),
                     ffn_up: linear(d, c.d_ff, &mut rng, device),

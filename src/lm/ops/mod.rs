@@ -81,7 +81,8 @@ pub struct Ops {
     kernels: Kernels,
 }
 
-/// A rotation of queries and keys, `[L, ·]` tables that are constants (no gradient).
+/// A rotation of queries and keys, `[L, ·]` (or per sequence `[B, L, ·]`) tables that are
+/// constants (no gradient).
 // one per layer and forward pass, moved, never stored in bulk: the larger variant costs nothing
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
@@ -105,22 +106,50 @@ pub enum Rotation {
         /// Key $\zeta^{-n/B}\sin(n\theta_i)$.
         k_sin: Tensor<2>,
     },
+    /// RoPE, half layout, at positions of each sequence's own (randomized positions):
+    /// `cos`, `sin` `[B, L, d_h]`, row $(b, i)$ at sequence $b$'s position $p_{b,i}$.
+    Sequences {
+        /// $\cos(p_{b,i}\theta_i)$ for both halves.
+        cos: Tensor<3>,
+        /// $\sin(p_{b,i}\theta_i)$ likewise.
+        sin: Tensor<3>,
+    },
 }
 
-/// A rotation's implementation: `x [B, H, L, D]` and its two tables.
+/// A rotation's implementation: `x [B, H, L, D]` and its two tables `[L, ·]`.
 type RotateFn = fn(Tensor<4>, &Tensor<2>, &Tensor<2>) -> Tensor<4>;
 
+/// A rotation's implementation with tables per sequence, `[B, L, D]`.
+type RotateSequencesFn = fn(Tensor<4>, &Tensor<3>, &Tensor<3>) -> Tensor<4>;
+
+/// The implementations of the rotations: RoPE's (half layout), xPos's (pairs) and RoPE's with
+/// tables per sequence.
+#[derive(Clone, Copy)]
+pub(crate) struct Rotations {
+    /// [`Rotation::Half`].
+    pub half: RotateFn,
+    /// [`Rotation::Pairs`].
+    pub pairs: RotateFn,
+    /// [`Rotation::Sequences`].
+    pub sequences: RotateSequencesFn,
+}
+
 impl Rotation {
-    /// $q' = R q$, $k' = R k$ with `half` for RoPE's rotation and `pairs` for xPos's.
+    /// $q' = R q$, $k' = R k$ with the implementation of `with` for this rotation.
     pub(crate) fn apply(
         &self,
         q: Tensor<4>,
         k: Tensor<4>,
-        half: RotateFn,
-        pairs: RotateFn,
+        with: Rotations,
     ) -> (Tensor<4>, Tensor<4>) {
+        let Rotations {
+            half,
+            pairs,
+            sequences,
+        } = with;
         match self {
             Rotation::Half { cos, sin } => (half(q, cos, sin), half(k, cos, sin)),
+            Rotation::Sequences { cos, sin } => (sequences(q, cos, sin), sequences(k, cos, sin)),
             Rotation::Pairs {
                 q_cos,
                 q_sin,

@@ -6,7 +6,9 @@ use burn::nn::{LayerNorm, Linear};
 use burn::tensor::activation::{gelu as burn_gelu, log_softmax, softmax};
 use burn::tensor::{Bool, Device, IndexingUpdateOp, Int, Tensor, TensorData};
 
-use super::{piece_at, to_vec, AttentionParts, DistanceKeys, Gathered, PositionBias, ScoreTerms};
+use super::{
+    piece_at, to_vec, AttentionParts, DistanceKeys, Gathered, PositionBias, Rotations, ScoreTerms,
+};
 
 /// $xW + b$ (`linear.forward`).
 pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
@@ -38,14 +40,27 @@ pub fn nll(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<2> {
         .neg()
 }
 
-/// RoPE in the half layout: $x \cos + \text{rotate\_half}(x) \sin$, with
-/// $\text{rotate\_half}(x) = [-x_2, x_1]$; `x [B, H, L, D]`, `cos`, `sin` `[L, D]`.
-pub fn rope_half(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<4> {
+/// $\text{rotate\_half}(x) = [-x_2, x_1]$ of `x [B, H, L, D]`.
+fn rotate_half(x: &Tensor<4>) -> Tensor<4> {
     let d = x.dims()[3];
     let x1 = x.clone().narrow(3, 0, d / 2);
     let x2 = x.clone().narrow(3, d / 2, d / 2);
-    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+    Tensor::cat(vec![x2.neg(), x1], 3)
+}
+
+/// RoPE in the half layout: $x \cos + \text{rotate\_half}(x) \sin$, with
+/// $\text{rotate\_half}(x) = [-x_2, x_1]$; `x [B, H, L, D]`, `cos`, `sin` `[L, D]`.
+pub fn rope_half(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<4> {
+    let rotated = rotate_half(&x);
     x * cos.clone().unsqueeze::<4>() + rotated * sin.clone().unsqueeze::<4>()
+}
+
+/// [`rope_half`] with tables per sequence, `cos`, `sin` `[B, L, D]` (every head of sequence
+/// $b$ rotated by its row $b$).
+pub fn rope_half_sequences(x: Tensor<4>, cos: &Tensor<3>, sin: &Tensor<3>) -> Tensor<4> {
+    let rotated = rotate_half(&x);
+    // [B, L, D] -> [B, 1, L, D]
+    x * cos.clone().unsqueeze_dim::<4>(1) + rotated * sin.clone().unsqueeze_dim::<4>(1)
 }
 
 /// Interleaved rotation with scaling (xPos): pairs $(x_{2i}, x_{2i+1}) \mapsto
@@ -217,7 +232,15 @@ pub fn attention_parts(
 ) -> AttentionParts {
     let [b, h, l, dh] = q.dims();
     let (q, k) = match &terms.rotation {
-        Some(rotation) => rotation.apply(q, k, rope_half, rotate_interleaved),
+        Some(rotation) => rotation.apply(
+            q,
+            k,
+            Rotations {
+                half: rope_half,
+                pairs: rotate_interleaved,
+                sequences: rope_half_sequences,
+            },
+        ),
         None => (q, k),
     };
     let kt = k.swap_dims(2, 3);

@@ -5,11 +5,13 @@
 //! [`attention`], of GELU, LayerNorm, Linear, the logits product, RoPE, the xPos pair rotation
 //! and the loss in [`ops`], relative error at most 1e-5; every fused gradient against central
 //! finite differences; every scheme's model on both paths past its training length
-//! ([`schemes`]); and 20 training steps of every scheme on both paths, which must follow the
+//! ([`schemes`]); the limits and the training step of the RoPE variants ([`positions`]); and
+//! 20 training steps of every scheme on both paths, which must follow the
 //! same loss curve ([`training`]).
 
 mod attention;
 mod ops;
+mod positions;
 mod schemes;
 mod training;
 

@@ -16,11 +16,16 @@
 
 pub mod alibi;
 pub mod deberta;
+pub mod dpb;
 pub mod fire;
 pub mod kerple;
 pub mod learned;
 pub mod nope;
+pub mod p_rope;
+pub mod partial_rope;
+pub mod random_rope;
 pub mod rope;
+pub mod rope_nope;
 pub mod shaw;
 pub mod sinusoidal;
 pub mod t5;
@@ -36,7 +41,7 @@ use burn::nn::Linear;
 use burn::tensor::{Device, Tensor};
 
 use super::context::PositionContext;
-use crate::encodings::rope::RopeScaling;
+use crate::encodings::rope::{RandomEval, RopeScaling};
 use crate::error::Result;
 use crate::lm::config::{ModelConfig, Scheme};
 use crate::lm::ops::{Ops, ScoreTerms};
@@ -97,14 +102,25 @@ pub enum LayerPositions {
     Kerple(kerple::KerpleParams),
     /// FIRE.
     Fire(fire::FireParams),
+    /// Dynamic position bias.
+    Dpb(dpb::DpbParams),
+    /// Partial RoPE.
+    PartialRope(NoParams),
+    /// p-RoPE.
+    PRope(NoParams),
+    /// RoPE/NoPE hybrid: the layer's index.
+    RopeNope(rope_nope::RopeNopeLayer),
+    /// Randomized RoPE.
+    RandomRope(NoParams),
 }
 
 impl LayerPositions {
-    /// Initial values from the encodings' own constructors, seeded by `seed`.
+    /// Initial values of layer `layer` (from 0) from the encodings' own constructors, seeded
+    /// by `seed`.
     ///
     /// # Errors
     /// When the encodings reject the configuration.
-    pub fn init(c: &ModelConfig, seed: u64, device: &Device) -> Result<Self> {
+    pub fn init(c: &ModelConfig, layer: usize, seed: u64, device: &Device) -> Result<Self> {
         let none = NoParams {};
         Ok(match c.scheme {
             Scheme::Nope => Self::Nope(none),
@@ -120,6 +136,11 @@ impl LayerPositions {
             Scheme::Xpos => Self::Xpos(none),
             Scheme::Kerple => Self::Kerple(kerple::KerpleParams::init(c, device)?),
             Scheme::Fire => Self::Fire(fire::FireParams::init(c, seed, device)?),
+            Scheme::Dpb => Self::Dpb(dpb::DpbParams::init(c, seed, device)?),
+            Scheme::PartialRope => Self::PartialRope(none),
+            Scheme::PRope => Self::PRope(none),
+            Scheme::RopeNope => Self::RopeNope(rope_nope::RopeNopeLayer { layer }),
+            Scheme::RandomRope => Self::RandomRope(none),
         })
     }
 
@@ -141,6 +162,11 @@ impl LayerPositions {
             Self::Xpos(_) => xpos::terms(ctx.objects()?),
             Self::Kerple(p) => p.terms(ctx.objects()?, input),
             Self::Fire(p) => p.terms(ctx.objects()?, input)?,
+            Self::Dpb(p) => p.terms(ctx.objects()?, input),
+            Self::PartialRope(_) => partial_rope::terms(ctx.objects()?),
+            Self::PRope(_) => p_rope::terms(ctx.objects()?),
+            Self::RopeNope(p) => p.terms(ctx.objects()?, input),
+            Self::RandomRope(_) => random_rope::terms(ctx.objects()?),
         })
     }
 
@@ -150,18 +176,7 @@ impl LayerPositions {
     pub fn with_fixed_fire_transform(self) -> Self {
         match self {
             Self::Fire(p) => Self::Fire(p.fixed_transform()),
-            Self::Nope(_)
-            | Self::Sinusoidal(_)
-            | Self::Learned(_)
-            | Self::Shaw(_)
-            | Self::Xl(_)
-            | Self::T5(_)
-            | Self::Deberta(_)
-            | Self::Tupe(_)
-            | Self::Rope(_)
-            | Self::Alibi(_)
-            | Self::Xpos(_)
-            | Self::Kerple(_) => self,
+            other => other,
         }
     }
 
@@ -181,7 +196,12 @@ impl LayerPositions {
             | Self::Alibi(_)
             | Self::Xpos(_)
             | Self::Kerple(_)
-            | Self::Fire(_) => None,
+            | Self::Fire(_)
+            | Self::Dpb(_)
+            | Self::PartialRope(_)
+            | Self::PRope(_)
+            | Self::RopeNope(_)
+            | Self::RandomRope(_) => None,
         }
     }
 }
@@ -212,7 +232,79 @@ pub(crate) fn objects(
         Scheme::Xpos => Arc::new(xpos::Objects::new(c, len, device)?),
         Scheme::Kerple => Arc::new(kerple::Objects::new(len, device)),
         Scheme::Fire => Arc::new(fire::Objects::new(len)),
+        Scheme::Dpb => Arc::new(dpb::Objects::new(c, len, device)),
+        Scheme::PartialRope => Arc::new(partial_rope::Objects::new(c, len, device)?),
+        Scheme::PRope => Arc::new(p_rope::Objects::new(c, len, device)?),
+        Scheme::RopeNope => Arc::new(rope_nope::Objects::new(c, len, device)?),
+        Scheme::RandomRope => Arc::new(random_rope::Objects::new(c, len, device)?),
     })
+}
+
+/// The objects of training step `step` of a run seeded by `seed` with `batch` sequences of
+/// `len` positions, for a scheme that draws its positions per step (randomized RoPE); `None`
+/// for every other, whose training objects are [`objects`]'.
+///
+/// # Errors
+/// When the encodings reject the configuration.
+pub(crate) fn step_objects(
+    c: &ModelConfig,
+    (batch, len): (usize, usize),
+    seed: u64,
+    step: u64,
+    device: &Device,
+) -> Result<Option<Arc<dyn Any + Send + Sync>>> {
+    Ok(match c.scheme {
+        Scheme::RandomRope => Some(Arc::new(random_rope::Objects::training(
+            c,
+            (batch, len),
+            seed,
+            step,
+            device,
+        )?)),
+        Scheme::Nope
+        | Scheme::Sinusoidal
+        | Scheme::Learned
+        | Scheme::Shaw
+        | Scheme::Xl
+        | Scheme::T5
+        | Scheme::Deberta
+        | Scheme::Tupe
+        | Scheme::Rope
+        | Scheme::Alibi
+        | Scheme::Xpos
+        | Scheme::Kerple
+        | Scheme::Fire
+        | Scheme::Dpb
+        | Scheme::PartialRope
+        | Scheme::PRope
+        | Scheme::RopeNope => None,
+    })
+}
+
+/// Whether the objects of `c`'s scheme for $L$ positions depend on $L$ itself beyond their
+/// first $L$ rows (dynamic NTK's frequencies, randomized RoPE's sampled evaluation
+/// positions), so that a length-$L$ prefix of a longer window is not a window of length $L$.
+pub(crate) fn depend_on_length(c: &ModelConfig, rope_scaling: &RopeScaling) -> bool {
+    match c.scheme {
+        Scheme::Rope => rope_scaling.is_dynamic(),
+        Scheme::RandomRope => c.random_positions_eval == RandomEval::Sampled,
+        Scheme::Nope
+        | Scheme::Sinusoidal
+        | Scheme::Learned
+        | Scheme::Shaw
+        | Scheme::Xl
+        | Scheme::T5
+        | Scheme::Deberta
+        | Scheme::Tupe
+        | Scheme::Alibi
+        | Scheme::Xpos
+        | Scheme::Kerple
+        | Scheme::Fire
+        | Scheme::Dpb
+        | Scheme::PartialRope
+        | Scheme::PRope
+        | Scheme::RopeNope => false,
+    }
 }
 
 /// Model-level position parameters: a variant for every scheme, holding the absolute table
@@ -245,6 +337,16 @@ pub enum AbsolutePositions {
     Kerple(NoParams),
     /// FIRE.
     Fire(NoParams),
+    /// Dynamic position bias.
+    Dpb(NoParams),
+    /// Partial RoPE.
+    PartialRope(NoParams),
+    /// p-RoPE.
+    PRope(NoParams),
+    /// RoPE/NoPE hybrid.
+    RopeNope(NoParams),
+    /// Randomized RoPE.
+    RandomRope(NoParams),
 }
 
 /// The model-level absolute rows of one forward pass, positions $0..L$, `[L, d_model]`.
@@ -279,6 +381,11 @@ impl AbsolutePositions {
             Scheme::Xpos => Self::Xpos(none),
             Scheme::Kerple => Self::Kerple(none),
             Scheme::Fire => Self::Fire(none),
+            Scheme::Dpb => Self::Dpb(none),
+            Scheme::PartialRope => Self::PartialRope(none),
+            Scheme::PRope => Self::PRope(none),
+            Scheme::RopeNope => Self::RopeNope(none),
+            Scheme::RandomRope => Self::RandomRope(none),
         })
     }
 
@@ -305,7 +412,12 @@ impl AbsolutePositions {
             | Self::Alibi(_)
             | Self::Xpos(_)
             | Self::Kerple(_)
-            | Self::Fire(_) => AbsoluteRows::None,
+            | Self::Fire(_)
+            | Self::Dpb(_)
+            | Self::PartialRope(_)
+            | Self::PRope(_)
+            | Self::RopeNope(_)
+            | Self::RandomRope(_) => AbsoluteRows::None,
         })
     }
 }

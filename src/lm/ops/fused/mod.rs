@@ -36,7 +36,7 @@ mod testing;
 use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
 
-use super::{Gathered, PositionBias, ScoreTerms};
+use super::{Gathered, PositionBias, Rotations, ScoreTerms};
 use extension::{AttentionTerms, FusedOps, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// Causal attention of `q, k, v [B, H, L, D]` with a scheme's `terms`
@@ -53,7 +53,15 @@ pub fn attention(
     let [_, h, _, dh] = q.dims();
     // xPos: queries and keys rotated and permuted alike (q' . k' unchanged)
     let (q, k) = match &terms.rotation {
-        Some(rotation) => rotation.apply(q, k, rope_half, rotate_pairs),
+        Some(rotation) => rotation.apply(
+            q,
+            k,
+            Rotations {
+                half: rope_half,
+                pairs: rotate_pairs,
+                sequences: rope_half_sequences,
+            },
+        ),
         None => (q, k),
     };
     let bias = match terms.bias {
@@ -136,6 +144,18 @@ pub fn product(x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
 /// RoPE in the half layout of `x [B, H, L, D]` with constant `cos`, `sin` `[L, D]`, laid out
 /// as [`attention`] reads it.
 pub fn rope_half(x: Tensor<4>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<4> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_rope(
+        x.into_dispatch(),
+        cos.clone().into_dispatch(),
+        sin.clone().into_dispatch(),
+        false,
+    ))
+}
+
+/// RoPE in the half layout of `x [B, H, L, D]` with constant tables per sequence, `cos`,
+/// `sin` `[B, L, D]` ([`super::reference::rope_half_sequences`]), laid out as [`attention`]
+/// reads it.
+pub fn rope_half_sequences(x: Tensor<4>, cos: &Tensor<3>, sin: &Tensor<3>) -> Tensor<4> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_rope(
         x.into_dispatch(),
         cos.clone().into_dispatch(),

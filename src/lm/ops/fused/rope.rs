@@ -7,7 +7,8 @@
 //! \partial x = \partial y \cos + \operatorname{rotate\_half}^\top(\partial y \sin),
 //! ```
 //!
-//! with `cos`, `sin` `[L, D]`. The interleaved pairs $(x_{2j}, x_{2j+1})$ of xPos rotate the
+//! with `cos`, `sin` `[L, D]`, or `[B, L, D]`: a table per sequence (randomized positions).
+//! The interleaved pairs $(x_{2j}, x_{2j+1})$ of xPos rotate the
 //! same way and are written in the half layout.
 
 use rayon::prelude::*;
@@ -67,7 +68,8 @@ multiversion! {
 }
 
 /// RoPE in the half layout on every head, $x \cos + \text{rotate\_half}(x) \sin$ with
-/// `cos`, `sin` `[L, D]` (or, with `transpose`, its adjoint: the backward pass). `x` in any
+/// `cos`, `sin` `[L, D]`, or `[B, L, D]` with a table per sequence (or, with `transpose`, its
+/// adjoint: the backward pass). `x` in any
 /// [`HeadLayout`]; the result in `[B, L, H, D]` memory ([`HeadLayout::interleaved`]), which
 /// the fused attention reads in place. Parallel over (batch, position).
 ///
@@ -77,7 +79,8 @@ multiversion! {
 /// $(P q') \cdot (P k') = q' \cdot k'$ when queries and keys both get it.
 ///
 /// # Panics
-/// When `x` does not cover its layout, `D` is odd, or `cos`, `sin` are not `[L, D]`.
+/// When `x` does not cover its layout, `D` is odd, or `cos`, `sin` are neither `[L, D]` nor
+/// `[B, L, D]`.
 pub fn rope_half(
     x: Heads<'_>,
     cos: &[f32],
@@ -89,16 +92,19 @@ pub fn rope_half(
     x.check(&dims, "x");
     let (h, l, d) = (dims.heads, dims.len, dims.dim);
     assert!(d % 2 == 0, "rope: odd head dimension {d}");
+    // a table per sequence: row (b, i) at b L + i
+    let per_sequence = cos.len() == dims.batch * l * d && dims.batch > 1;
     assert!(
-        cos.len() == l * d && sin.len() == l * d,
-        "rope: cos and sin must be [L, D]"
+        (cos.len() == l * d || per_sequence) && sin.len() == cos.len(),
+        "rope: cos and sin must be [L, D] or [B, L, D]"
     );
     let mut y = vec![0.0f32; dims.batch * l * h * d];
     y.par_chunks_mut((h * d).max(1))
         .enumerate()
         .for_each(|(bi, y)| {
             let (b, i) = (bi / l, bi % l);
-            let (c, s) = (&cos[i * d..(i + 1) * d], &sin[i * d..(i + 1) * d]);
+            let row = if per_sequence { bi } else { i };
+            let (c, s) = (&cos[row * d..(row + 1) * d], &sin[row * d..(row + 1) * d]);
             for (hh, y) in y.chunks_mut(d).enumerate() {
                 let at = x.layout.start(b * h + hh, &dims) + i * x.layout.row;
                 rope_row(&x.data[at..at + d], c, s, y, transpose, pairs_interleaved);
@@ -189,6 +195,42 @@ mod tests {
                     assert_close(&what, &from_interleaved(&y, &dims), &want, 1e-6);
                 }
             }
+        }
+    }
+
+    /// Tables per sequence, `[B, L, D]`: row $(b, i)$ rotates every head of sequence $b$ at
+    /// position $i$, forward and adjoint, against [`rotate`] and [`adjoint`] row by row.
+    #[test]
+    fn rope_with_a_table_per_sequence() {
+        let [b, h, l, d] = [3, 2, 37, 8];
+        let dims = AttentionDims {
+            batch: b,
+            heads: h,
+            len: l,
+            dim: d,
+        };
+        let x = values(b * h * l * d, 4, 1.0);
+        let (cos, sin) = (values(b * l * d, 5, 1.0), values(b * l * d, 6, 1.0));
+        for transpose in [false, true] {
+            let want: Vec<f64> = x
+                .chunks(d)
+                .enumerate()
+                .flat_map(|(row, x)| {
+                    // x is [B, H, L, D]: sequence row / (H L), position row % L
+                    let at = (row / (h * l) * l + row % l) * d;
+                    let (c, s) = (&cos[at..at + d], &sin[at..at + d]);
+                    let x: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+                    if transpose {
+                        adjoint(&x, c, s, false)
+                    } else {
+                        rotate(&x, c, s, false)
+                    }
+                })
+                .collect();
+            let stored = store(&x, &dims, false);
+            let y = rope_half(heads(&stored), &cos, &sin, dims, transpose, false);
+            let what = format!("per sequence, transpose {transpose}");
+            assert_close(&what, &from_interleaved(&y, &dims), &want, 1e-6);
         }
     }
 }

@@ -147,7 +147,8 @@ pub trait FusedOps: Backend {
     /// $xW$ of `x [..., n_in]`, `w [n_in, n_out]` (no bias).
     fn fused_product(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
 
-    /// RoPE (half layout) of `x [B, H, L, D]` with constant `cos`, `sin` `[L, D]`; with
+    /// RoPE (half layout) of `x [B, H, L, D]` with constant `cos`, `sin` `[L, D]` (or per
+    /// sequence, `[B, L, D]`); with
     /// `pairs_interleaved`, the pairs $(x_{2j}, x_{2j+1})$ rotated and written in the half
     /// layout ([`rope::rope_half`]).
     fn fused_rope(
