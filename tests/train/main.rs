@@ -12,3 +12,4 @@ mod equivalence;
 mod eval;
 mod gradients;
 mod kernels;
+mod keys;

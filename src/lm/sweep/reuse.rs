@@ -1,6 +1,7 @@
 //! The reuse policy of a sweep: a finished checkpoint stands for a training when everything it
-//! was trained from is the same (model, training, precision, the training text's digest and,
-//! for a fine-tune, the digest of the weights it started from; [`why_not_reusable`]), and an
+//! was trained from is the same (the model's keys and its scheme's own,
+//! [`ModelConfig::differing_key`]; training, precision, the training text's digest and, for a
+//! fine-tune, the digest of the weights it started from; [`why_not_reusable`]), and an
 //! item's results stand for an evaluation when its record names the same weights and the same
 //! evaluation ([`reusable_rows`]).
 
@@ -68,8 +69,8 @@ pub(super) fn why_not_reusable(
     train_cfg: &TrainConfig,
     from: TrainedFrom,
 ) -> Result<Option<String>> {
-    if &info.model != model {
-        return Ok(Some("another model configuration".into()));
+    if let Some(key) = model.differing_key(&info.model) {
+        return Ok(Some(format!("another model configuration ({key})")));
     }
     if &info.train != train_cfg {
         return Ok(Some("another training configuration".into()));
@@ -233,6 +234,15 @@ mod tests {
         assert!(why(&other_save, from("corpus", None))
             .unwrap()
             .contains("not the one"));
+        // another scheme's key does not matter, this scheme's does, by name
+        let mut other_scheme_key = info.clone();
+        other_scheme_key.model.shaw_max_relative += 1;
+        assert_eq!(why(&other_scheme_key, from("corpus", None)), None);
+        let mut own_key = info.clone();
+        own_key.model.fire_threshold += 1.0;
+        assert!(why(&own_key, from("corpus", None))
+            .unwrap()
+            .contains("(fire_threshold)"));
         let mut partial = info.clone();
         partial.step = 5;
         assert!(why(&partial, from("corpus", None))
