@@ -69,26 +69,24 @@ for s in $ALL_SCHEMES; do
   all_rates="$all_rates $s=$r"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-# The default sweep trains every scheme for steps x batch x train_len bytes, plus the RoPE
-# fine-tunes (at the RoPE rate), each at its own measured fused rate.
-"$BIN" sweep --print-config >"$OUT/sweep-config.json"
-python3 - "$OUT/sweep-config.json" $all_rates <<'EOF'
-import json, sys
-c = json.load(open(sys.argv[1]))
+# The default sweep's training, item by item as `posenc sweep --plan` lists it (from-scratch
+# models, fine-tunes and controls), each item at its scheme's measured fused rate.
+"$BIN" sweep --plan >"$OUT/sweep-plan.txt"
+python3 - "$OUT/sweep-plan.txt" $all_rates <<'EOF'
+import sys
 rates = {k: float(v) for k, v in (a.split("=") for a in sys.argv[2:])}
-t = c["train"]
-per_scheme = t["steps"] * t["batch"] * c["model"]["train_len"]
-seeds = len(c.get("seeds", [0]))
 # schemes left out of ALL_SCHEMES count at the mean rate of those measured
 mean = sum(rates.values()) / len(rates)
-rate = lambda s: rates.get(s, mean)
-seconds = seeds * sum(per_scheme / rate(s) for s in c["schemes"])
-total = seeds * per_scheme * len(c["schemes"])
-ft = c["finetune"]
-# each fine-tune trains RoPE at factor x the training length
-ft_bytes = seeds * len(ft["kinds"]) * ft["steps"] * ft["batch"] * ft["factor"] * c["model"]["train_len"]
-total += ft_bytes
-seconds += ft_bytes / rate("rope")
-print(f"default sweep: {total / 1e6:.1f} MB of training bytes ({seeds} seeds); at each scheme's fused rate above"
+total = seconds = 0.0
+for line in open(sys.argv[1]).read().splitlines()[1:]:
+    cols = line.split()
+    if not cols or cols[0] == "total:":
+        continue
+    # `rope-ft-yarn-x4/seed0`, `nope-budget-x2/seed1`, `rope/yarn/seed2`: the scheme comes first
+    scheme = cols[0].split("/")[0].split("-")[0]
+    mb = float(cols[-3])
+    total += mb
+    seconds += mb * 1e6 / rates.get(scheme, mean)
+print(f"default sweep: {total:.1f} MB of training bytes; at each scheme's fused rate above"
       f" {seconds / 60:.1f} min of training on one job (evaluation not included)")
 EOF
