@@ -33,6 +33,11 @@ pub mod results;
 
 pub use error::{Error, Result};
 
+/// The library example of `docs/usage.md`, compiled and run with the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/usage.md")]
+pub struct UsagePage;
+
 /// The math API in one import, `use posenc::prelude::*;`: every encoding, the reference
 /// attention, the error type and the ndarray names they take. Notebooks use
 /// `posenc::notebook::prelude` (feature `notebook`) instead, which adds the figures, checks

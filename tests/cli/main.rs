@@ -4,6 +4,8 @@
 #[path = "../support/mod.rs"]
 pub mod support;
 
+mod pages;
+
 use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};

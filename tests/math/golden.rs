@@ -8,7 +8,7 @@ use posenc::encodings::xl::rel_shift;
 use posenc::prelude::*;
 use serde_json::Value;
 
-use crate::support::fixture;
+use crate::support::{fixture, page_says, thousands};
 
 fn ints(v: &Value) -> Vec<i64> {
     v.as_array()
@@ -57,6 +57,10 @@ fn t5_buckets_equal_hugging_face() {
         }
     }
     assert_eq!(checked, 3606);
+    page_says(
+        "docs/build.md",
+        &format!("{} T5 buckets", thousands(checked)),
+    );
     println!("t5: {checked} golden buckets");
 }
 
@@ -103,6 +107,10 @@ fn deberta_buckets_equal_hugging_face() {
         }
     }
     assert_eq!(checked, 4473);
+    page_says(
+        "docs/build.md",
+        &format!("{} DeBERTa buckets", thousands(checked)),
+    );
     println!("deberta: {checked} golden buckets");
 }
 
@@ -140,6 +148,7 @@ fn alibi_slopes_equal_bloom() {
         }
     }
     assert_eq!(checked, 236);
+    page_says("docs/build.md", &format!("{checked} ALiBi values"));
     println!("alibi: {checked} golden values");
 }
 
@@ -216,6 +225,11 @@ fn rope_frequencies_equal_hugging_face() {
         checked += 1;
     }
     assert_eq!(checked, 772 + 22);
+    let configurations = golden["cases"].as_array().unwrap().len();
+    page_says(
+        "docs/build.md",
+        &format!("{checked} RoPE values ({configurations} configurations"),
+    );
     println!("rope: {checked} golden values, worst difference {worst_ulps} ulps");
 }
 
@@ -262,6 +276,10 @@ fn yarn_truncated_and_exact_equal_hugging_face_over_a_grid() {
         );
     }
     assert_eq!((checked, exact_cases), (3840, 32));
+    page_says(
+        "docs/build.md",
+        &format!("{} YaRN values", thousands(checked)),
+    );
     println!("yarn grid: {checked} golden values, worst difference {worst} ulps");
 }
 
@@ -337,5 +355,9 @@ fn xl_rel_shift_equals_the_reference_code() {
         checked += expected.len();
     }
     assert_eq!(checked, 31);
+    page_says(
+        "docs/build.md",
+        &format!("{checked} Transformer-XL `rel_shift` values"),
+    );
     println!("xl: {checked} golden values");
 }

@@ -44,6 +44,32 @@ pub fn fixture(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// Fails unless the page `path` (from the repository root: `docs/build.md`, `README.md`)
+/// says `phrase`, reading every run of spaces and line breaks as one space: a figure a page
+/// quotes is checked where the test computes it.
+pub fn page_says(path: &str, phrase: &str) {
+    let file = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat(&text).contains(&flat(phrase)),
+        "{path} does not say \"{phrase}\": update the page to the figure the test computes"
+    );
+}
+
+/// `n` with a comma between each group of three digits, as the pages write counts: 3,606.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A new empty folder under the system's temporary folder, removed with its contents when
 /// dropped, also when the test panics.
 pub fn temp_dir() -> TempDir {

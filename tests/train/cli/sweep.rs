@@ -7,6 +7,7 @@ use std::process::Output;
 use super::{fails_with, succeeded};
 use crate::support::cli::posenc;
 use crate::support::model::corpus;
+use crate::support::page_says;
 
 #[test]
 fn a_sweep_with_a_bad_config_fails_before_training() {
@@ -345,4 +346,17 @@ fn list_applies_and_checks_every_selection_flag() {
         fails_with(&args, needle);
     }
     assert!(!dir.join("checkpoints").exists() && !dir.join("results").exists());
+}
+
+/// The sweep of record's page names its number of items, `posenc sweep --plan` its cost: the
+/// count is what `--list` prints for the shipped configuration.
+#[test]
+fn the_sweep_page_counts_the_items_of_the_shipped_configuration() {
+    let config = format!("{}/data/configs/sweep.json", env!("CARGO_MANIFEST_DIR"));
+    let out = posenc(&["sweep", "--config", &config, "--list"]);
+    succeeded(&out);
+    let items = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .count();
+    page_says("docs/sweep.md", &format!("# the {items} items, in order"));
 }
