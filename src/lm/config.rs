@@ -20,6 +20,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::encodings::dd_alibi;
 use crate::encodings::deberta::{self, LogBuckets};
 use crate::encodings::fire;
 use crate::encodings::rope::{
@@ -100,11 +101,15 @@ pub enum Scheme {
     /// RoPE trained at random ordered positions from `[0, random_positions_max)`.
     #[serde(rename = "random_rope")]
     RandomRope,
+    /// Data-dependent ALiBi (the forgetting gate): a bias summing the log gates of the tokens
+    /// between key and query.
+    #[serde(rename = "dd_alibi")]
+    DdAlibi,
 }
 
 impl Scheme {
     /// All schemes, in the order of the results table.
-    pub const ALL: [Scheme; 18] = [
+    pub const ALL: [Scheme; 19] = [
         Scheme::Nope,
         Scheme::Sinusoidal,
         Scheme::Learned,
@@ -123,6 +128,7 @@ impl Scheme {
         Scheme::PRope,
         Scheme::RopeNope,
         Scheme::RandomRope,
+        Scheme::DdAlibi,
     ];
 
     /// One line on the scheme, for help texts.
@@ -148,6 +154,9 @@ impl Scheme {
             Scheme::PRope => "p-RoPE: RoPE with its slowest pairs left unrotated",
             Scheme::RopeNope => "RoPE layers with a global NoPE layer every few layers",
             Scheme::RandomRope => "RoPE trained at random ordered positions from a wider range",
+            Scheme::DdAlibi => {
+                "Data-dependent ALiBi: a forget gate per token and head sums to the bias"
+            }
         }
     }
 
@@ -172,6 +181,7 @@ impl Scheme {
             Scheme::PRope => "p_rope",
             Scheme::RopeNope => "rope_nope",
             Scheme::RandomRope => "random_rope",
+            Scheme::DdAlibi => "dd_alibi",
         }
     }
 }
@@ -249,6 +259,9 @@ pub struct ModelConfig {
     pub random_positions_max: usize,
     /// Randomized RoPE's positions at evaluation; default sampled (as the reference code).
     pub random_positions_eval: RandomEval,
+    /// Data-dependent ALiBi's initial gate bias $b_h$; default 5 (x-transformers'
+    /// `bias_init`: $\sigma(5) \approx 0.993$, a nearly open gate).
+    pub dd_alibi_gate_bias: f32,
 }
 
 impl Default for ModelConfig {
@@ -282,6 +295,7 @@ impl Default for ModelConfig {
             nope_every: 4,
             random_positions_max: 32_768,
             random_positions_eval: RandomEval::Sampled,
+            dd_alibi_gate_bias: dd_alibi::GATE_BIAS_INIT,
         }
     }
 }
@@ -349,7 +363,8 @@ impl ModelConfig {
             | Scheme::PartialRope
             | Scheme::PRope
             | Scheme::RopeNope
-            | Scheme::RandomRope => 1.0 / (dh as f32).sqrt(),
+            | Scheme::RandomRope
+            | Scheme::DdAlibi => 1.0 / (dh as f32).sqrt(),
         }
     }
 
@@ -542,6 +557,12 @@ impl ModelConfig {
                     &format!("at least train_len = {}", self.train_len),
                 )?;
             }
+            Scheme::DdAlibi => ensure(
+                self.dd_alibi_gate_bias.is_finite(),
+                "dd_alibi_gate_bias",
+                self.dd_alibi_gate_bias,
+                "a finite number",
+            )?,
         }
         ensure(
             self.rope_base.is_finite() && self.rope_base > 1.0,

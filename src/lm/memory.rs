@@ -45,6 +45,9 @@ fn term_values(c: &ModelConfig) -> u64 {
         | Scheme::PRope
         | Scheme::RopeNope
         | Scheme::RandomRope => h,
+        // x w + b, its log gates and running sum [H]; the running sum over c in the query's
+        // and the key's row [H] each
+        Scheme::DdAlibi => 5 * h,
         // the row's bias [H]; per call, the first rows' bias and slopes x feature [H] each,
         // every row's pieces (at most hidden + 1, three u32 each) and where they start
         Scheme::Fire => 3 * h + 3 * (c.fire_hidden as u64 + 1) + 2,
@@ -64,7 +67,8 @@ fn term_values(c: &ModelConfig) -> u64 {
 fn dense_terms(c: &ModelConfig) -> u64 {
     match c.scheme {
         Scheme::Shaw | Scheme::Xl => 3,
-        Scheme::Deberta => 4,
+        // two gathers of a one-column table, as DeBERTa's
+        Scheme::Deberta | Scheme::DdAlibi => 4,
         Scheme::Nope
         | Scheme::Sinusoidal
         | Scheme::Learned

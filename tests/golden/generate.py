@@ -18,7 +18,7 @@ byte-identical files):
     t5_buckets.json, deberta_buckets.json, alibi_slopes.json, rope.json,
     xl_rel_shift.json, rope_yarn_grid.json, rope_configs.json (and configs/v5/*.json),
     rope_ntk_by_parts.json, dpb.json, rope_partial.json, rope_proportional.json,
-    rope_nope_layers.json
+    rope_nope_layers.json, dd_alibi.json
 
 Floating-point values are float32 tensor elements converted with float(), so
 each JSON number is the exact decimal expansion (shortest repr of the double)
@@ -934,6 +934,49 @@ def rope_nope_layers():
     )
 
 
+def dd_alibi():
+    """x-transformers' DataDependentAlibi(dim, heads) (causal, bias_init 5, post_log_scale 1),
+    seeded, on a seeded input x [1, n, dim]: its gate (torch layout: Linear weight [heads, dim])
+    and `forward(x)`, the [heads, n, n] bias C_i - C_j with C the running sum of
+    ln sigmoid(x W^T + b) over the tokens (future keys included). One case draws the gate's
+    bias at random (its initial 5 everywhere would not test the per-head bias)."""
+    from x_transformers.x_transformers import DataDependentAlibi
+
+    cases = []
+    # (dim, heads, n, input scale, random bias, seed)
+    grid = [(8, 2, 6, 1.0, False, 0), (16, 4, 9, 4.0, False, 1), (12, 3, 7, 2.0, True, 2)]
+    for dim, heads, n, scale, random_bias, seed in grid:
+        torch.manual_seed(seed)
+        module = DataDependentAlibi(dim, heads)
+        linear = module.to_forget_gates[0]
+        x = torch.randn(1, n, dim) * scale
+        with torch.no_grad():
+            if random_bias:
+                linear.bias.uniform_(-3.0, 6.0)
+            bias = module(x)[0]
+        cases.append(
+            {
+                "dim": dim,
+                "heads": heads,
+                "n": n,
+                "seed": seed,
+                "weight": f32_list(linear.weight),
+                "bias": f32_list(linear.bias),
+                "x": f32_list(x[0]),
+                "attn_bias": f32_list(bias),
+            }
+        )
+    write_fixture(
+        "dd_alibi.json",
+        {
+            "generator": {**GENERATOR, "x-transformers": x_transformers_version()},
+            "reference": "x_transformers.x_transformers.DataDependentAlibi(dim, heads) after torch.manual_seed(seed); "
+            "x = torch.randn(1, n, dim) * scale; attn_bias = module(x)[0], [heads][i][j] = C_i - C_j",
+            "cases": cases,
+        },
+    )
+
+
 FIXTURES = {
     "t5_buckets.json": t5_buckets,
     "deberta_buckets.json": deberta_buckets,
@@ -947,6 +990,7 @@ FIXTURES = {
     "rope_partial.json": rope_partial,
     "rope_proportional.json": rope_proportional,
     "rope_nope_layers.json": rope_nope_layers,
+    "dd_alibi.json": dd_alibi,
 }
 
 

@@ -361,3 +361,53 @@ fn xl_rel_shift_equals_the_reference_code() {
     );
     println!("xl: {checked} golden values");
 }
+
+/// A `[rows][cols]` JSON matrix as `f32`.
+fn matrix32(v: &Value) -> Array2<f32> {
+    let rows: Vec<Vec<f32>> = v
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| floats(r).into_iter().map(|x| x as f32).collect())
+        .collect();
+    let cols = rows.first().map_or(0, Vec::len);
+    Array2::from_shape_vec((rows.len(), cols), rows.concat()).expect("a rectangular matrix")
+}
+
+/// x-transformers' `DataDependentAlibi` (its gate loaded, torch's `[heads, dim]` transposed)
+/// on its seeded input: the whole `[H, n, n]` bias $C_i - C_j$, future keys included, to 2e-6
+/// (float32 products and running sums in another order).
+#[test]
+fn dd_alibi_equals_x_transformers() {
+    let golden = fixture("dd_alibi.json");
+    let mut checked = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let gate = DataDependentAlibi::from_parts(
+            matrix32(&case["weight"]).reversed_axes(),
+            Array1::from(
+                floats(&case["bias"])
+                    .into_iter()
+                    .map(|x| x as f32)
+                    .collect::<Vec<_>>(),
+            ),
+        )
+        .unwrap();
+        let ours = gate.bias(matrix32(&case["x"]).view()).unwrap();
+        let want: Vec<f64> = case["attn_bias"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|h| h.as_array().unwrap().iter().flat_map(floats))
+            .collect();
+        assert_eq!(ours.len(), want.len());
+        for (&a, &b) in ours.iter().zip(&want) {
+            assert!(
+                (a as f64 - b).abs() < 2e-6,
+                "dd_alibi case {}: {a} vs {b}",
+                case["seed"]
+            );
+        }
+        checked += want.len();
+    }
+    assert_eq!(checked, 2 * 36 + 4 * 81 + 3 * 49);
+}

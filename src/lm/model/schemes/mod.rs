@@ -15,6 +15,7 @@
 //! [`crate::lm::checkpoint::ParamPath`].
 
 pub mod alibi;
+pub mod dd_alibi;
 pub mod deberta;
 pub mod dpb;
 pub mod fire;
@@ -58,6 +59,8 @@ pub struct LayerInput<'a> {
     pub ctx: &'a PositionContext,
     /// The model-level absolute rows of this forward pass.
     pub rows: &'a AbsoluteRows,
+    /// The attention's input `[B, L, d_model]` (after the block's LayerNorm).
+    pub x: &'a Tensor<3>,
     /// Queries `[B, H, L, d_h]`.
     pub q: &'a Tensor<4>,
     /// Keys `[B, H, L, d_h]`.
@@ -112,6 +115,8 @@ pub enum LayerPositions {
     RopeNope(rope_nope::RopeNopeLayer),
     /// Randomized RoPE.
     RandomRope(NoParams),
+    /// Data-dependent ALiBi: the forgetting gate.
+    DdAlibi(dd_alibi::DdAlibiParams),
 }
 
 impl LayerPositions {
@@ -141,6 +146,7 @@ impl LayerPositions {
             Scheme::PRope => Self::PRope(none),
             Scheme::RopeNope => Self::RopeNope(rope_nope::RopeNopeLayer { layer }),
             Scheme::RandomRope => Self::RandomRope(none),
+            Scheme::DdAlibi => Self::DdAlibi(dd_alibi::DdAlibiParams::init(c, seed, device)?),
         })
     }
 
@@ -167,6 +173,7 @@ impl LayerPositions {
             Self::PRope(_) => p_rope::terms(ctx.objects()?),
             Self::RopeNope(p) => p.terms(ctx.objects()?, input),
             Self::RandomRope(_) => random_rope::terms(ctx.objects()?),
+            Self::DdAlibi(p) => p.terms(ctx.objects()?, input),
         })
     }
 
@@ -201,7 +208,8 @@ impl LayerPositions {
             | Self::PartialRope(_)
             | Self::PRope(_)
             | Self::RopeNope(_)
-            | Self::RandomRope(_) => None,
+            | Self::RandomRope(_)
+            | Self::DdAlibi(_) => None,
         }
     }
 }
@@ -237,6 +245,7 @@ pub(crate) fn objects(
         Scheme::PRope => Arc::new(p_rope::Objects::new(c, len, device)?),
         Scheme::RopeNope => Arc::new(rope_nope::Objects::new(c, len, device)?),
         Scheme::RandomRope => Arc::new(random_rope::Objects::new(c, len, device)?),
+        Scheme::DdAlibi => Arc::new(dd_alibi::Objects::new(len)),
     })
 }
 
@@ -277,7 +286,8 @@ pub(crate) fn step_objects(
         | Scheme::Dpb
         | Scheme::PartialRope
         | Scheme::PRope
-        | Scheme::RopeNope => None,
+        | Scheme::RopeNope
+        | Scheme::DdAlibi => None,
     })
 }
 
@@ -303,7 +313,8 @@ pub(crate) fn depend_on_length(c: &ModelConfig, rope_scaling: &RopeScaling) -> b
         | Scheme::Dpb
         | Scheme::PartialRope
         | Scheme::PRope
-        | Scheme::RopeNope => false,
+        | Scheme::RopeNope
+        | Scheme::DdAlibi => false,
     }
 }
 
@@ -347,6 +358,8 @@ pub enum AbsolutePositions {
     RopeNope(NoParams),
     /// Randomized RoPE.
     RandomRope(NoParams),
+    /// Data-dependent ALiBi.
+    DdAlibi(NoParams),
 }
 
 /// The model-level absolute rows of one forward pass, positions $0..L$, `[L, d_model]`.
@@ -386,6 +399,7 @@ impl AbsolutePositions {
             Scheme::PRope => Self::PRope(none),
             Scheme::RopeNope => Self::RopeNope(none),
             Scheme::RandomRope => Self::RandomRope(none),
+            Scheme::DdAlibi => Self::DdAlibi(none),
         })
     }
 
@@ -417,7 +431,8 @@ impl AbsolutePositions {
             | Self::PartialRope(_)
             | Self::PRope(_)
             | Self::RopeNope(_)
-            | Self::RandomRope(_) => AbsoluteRows::None,
+            | Self::RandomRope(_)
+            | Self::DdAlibi(_) => AbsoluteRows::None,
         })
     }
 }
