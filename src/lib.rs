@@ -45,6 +45,7 @@ pub struct UsagePage;
 pub mod prelude {
     pub use crate::attention::{attention, AttentionOutput, PositionScheme};
     pub use crate::encodings::alibi::{alibi_bias, alibi_slopes, Alibi};
+    pub use crate::encodings::cope::Cope;
     pub use crate::encodings::dd_alibi::{DataDependentAlibi, ForgetBias};
     pub use crate::encodings::deberta::{
         deberta_relative_positions, make_log_bucket_position, DebertaRelative, LogBuckets,

@@ -20,6 +20,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::encodings::cope;
 use crate::encodings::dd_alibi;
 use crate::encodings::deberta::{self, LogBuckets};
 use crate::encodings::fire;
@@ -105,11 +106,13 @@ pub enum Scheme {
     /// between key and query.
     #[serde(rename = "dd_alibi")]
     DdAlibi,
+    /// CoPE: positions counted by gates from the query's own logits, embeddings interpolated.
+    Cope,
 }
 
 impl Scheme {
     /// All schemes, in the order of the results table.
-    pub const ALL: [Scheme; 19] = [
+    pub const ALL: [Scheme; 20] = [
         Scheme::Nope,
         Scheme::Sinusoidal,
         Scheme::Learned,
@@ -129,6 +132,7 @@ impl Scheme {
         Scheme::RopeNope,
         Scheme::RandomRope,
         Scheme::DdAlibi,
+        Scheme::Cope,
     ];
 
     /// One line on the scheme, for help texts.
@@ -157,6 +161,9 @@ impl Scheme {
             Scheme::DdAlibi => {
                 "Data-dependent ALiBi: a forget gate per token and head sums to the bias"
             }
+            Scheme::Cope => {
+                "CoPE: contextual positions, counts of sigmoid gates of the query's logits"
+            }
         }
     }
 
@@ -182,6 +189,7 @@ impl Scheme {
             Scheme::RopeNope => "rope_nope",
             Scheme::RandomRope => "random_rope",
             Scheme::DdAlibi => "dd_alibi",
+            Scheme::Cope => "cope",
         }
     }
 }
@@ -262,6 +270,9 @@ pub struct ModelConfig {
     /// Data-dependent ALiBi's initial gate bias $b_h$; default 5 (x-transformers'
     /// `bias_init`: $\sigma(5) \approx 0.993$, a nearly open gate).
     pub dd_alibi_gate_bias: f32,
+    /// CoPE's positions $P$ (rows of its embedding table; counts clamp at $P - 1$); default
+    /// 16 (x-transformers' `cope_max_pos`).
+    pub cope_max_pos: usize,
 }
 
 impl Default for ModelConfig {
@@ -296,6 +307,7 @@ impl Default for ModelConfig {
             random_positions_max: 32_768,
             random_positions_eval: RandomEval::Sampled,
             dd_alibi_gate_bias: dd_alibi::GATE_BIAS_INIT,
+            cope_max_pos: cope::DEFAULT_MAX_POS,
         }
     }
 }
@@ -364,7 +376,8 @@ impl ModelConfig {
             | Scheme::PRope
             | Scheme::RopeNope
             | Scheme::RandomRope
-            | Scheme::DdAlibi => 1.0 / (dh as f32).sqrt(),
+            | Scheme::DdAlibi
+            | Scheme::Cope => 1.0 / (dh as f32).sqrt(),
         }
     }
 
@@ -562,6 +575,12 @@ impl ModelConfig {
                 "dd_alibi_gate_bias",
                 self.dd_alibi_gate_bias,
                 "a finite number",
+            )?,
+            Scheme::Cope => ensure(
+                (1..=cope::MAX_POS).contains(&self.cope_max_pos),
+                "cope_max_pos",
+                self.cope_max_pos,
+                &format!("1 to {}", cope::MAX_POS),
             )?,
         }
         ensure(

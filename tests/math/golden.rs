@@ -411,3 +411,46 @@ fn dd_alibi_equals_x_transformers() {
     }
     assert_eq!(checked, 2 * 36 + 4 * 81 + 3 * 49);
 }
+
+/// A `[heads][rows][cols]` JSON array as one `[rows, cols]` matrix per head.
+fn heads32(v: &Value) -> Vec<Array2<f32>> {
+    v.as_array().expect("heads").iter().map(matrix32).collect()
+}
+
+/// x-transformers' `CoPE` as its `Attend` applies it (logits $q k^\top / \sqrt{d_h}$, future
+/// keys masked before the gates), on seeded queries, keys and embeddings: the term of every
+/// pair a query sees, counts below and above `max_pos - 1`, to 1e-5 (sums of sigmoids in
+/// another order).
+#[test]
+fn cope_equals_x_transformers() {
+    let golden = fixture("cope.json");
+    let mut checked = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let cope = Cope::from_table(matrix32(&case["pos_emb"])).unwrap();
+        let (qs, ks, want) = (
+            heads32(&case["q"]),
+            heads32(&case["k"]),
+            heads32(&case["term"]),
+        );
+        for ((q, k), want) in qs.iter().zip(&ks).zip(&want) {
+            let c = 1.0 / (q.ncols() as f32).sqrt();
+            let scores = q.dot(&k.t()) * c;
+            let ours = cope.term(q.view(), scores.view()).unwrap();
+            for ((i, j), &b) in want.indexed_iter() {
+                if j <= i {
+                    let a = ours[[i, j]];
+                    assert!(
+                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                        "cope case {} ({i}, {j}): {a} vs {b}",
+                        case["seed"]
+                    );
+                    checked += 1;
+                }
+            }
+            // through the reference attention: the same term, scaled back by c
+            let term = cope.score_term(0, q.view(), k.view()).unwrap().unwrap() * c;
+            assert!((term[[q.nrows() - 1, 0]] - ours[[q.nrows() - 1, 0]]).abs() < 1e-5);
+        }
+    }
+    assert_eq!(checked, 2 * 21 + 3 * 78 + 45);
+}

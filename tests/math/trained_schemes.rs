@@ -3,10 +3,11 @@
 //! (transformers' GPT-NeoX, x-transformers' `rotary_emb_dim`), p-RoPE (transformers'
 //! `"proportional"` RoPE) and the NoPE layers of the RoPE/NoPE hybrids (Llama 4, Cohere 2);
 //! and the limits where partial RoPE and p-RoPE are RoPE or NoPE, and where data-dependent
-//! ALiBi is ALiBi (property tests).
+//! ALiBi is ALiBi and CoPE counts relative positions (property tests).
 
 use ndarray::{Array1, Array2};
 use posenc::encodings::alibi::Alibi;
+use posenc::encodings::cope::Cope;
 use posenc::encodings::dd_alibi::{log_sigmoid, DataDependentAlibi};
 use posenc::encodings::dpb::{DpbLayer, DpbNorm, DynamicPositionBias};
 use posenc::encodings::nope::is_nope_layer;
@@ -243,6 +244,29 @@ proptest! {
             let theirs = attention(q.view(), k.view(), v.view(), &alibi, h, true).unwrap();
             for (a, b) in ours.probs.iter().zip(theirs.probs.iter()) {
                 prop_assert!((a - b).abs() < 1e-5);
+            }
+        }
+    }
+
+    /// CoPE with every gate at 1 (logits of 50: $\sigma = 1$ in `f32`) counts the keys from
+    /// $j$ to $i$, both ends included: $p_{ij} = \min(i - j + 1, P - 1)$, an integer, so the
+    /// term is exactly $q_i \cdot e_{p_{ij}}$, a relative position embedding.
+    #[test]
+    fn cope_with_every_gate_open_is_a_relative_embedding(
+        p in 1usize..12,
+        d in 1usize..8,
+        l in 1usize..16,
+        seed in 0u64..1000,
+    ) {
+        let e = normal(p, d, seed);
+        let cope = Cope::from_table(e.clone()).unwrap();
+        let q = normal(l, d, seed + 1);
+        let z = cope.term(q.view(), Array2::from_elem((l, l), 50.0).view()).unwrap();
+        for i in 0..l {
+            for j in 0..=i {
+                let n = (i - j + 1).min(p - 1);
+                let want = q.row(i).dot(&e.row(n));
+                prop_assert!((z[[i, j]] - want).abs() <= 1e-5 * (1.0 + want.abs()));
             }
         }
     }

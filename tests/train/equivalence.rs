@@ -9,6 +9,7 @@ use burn::tensor::{Device, Tensor};
 use ndarray::{s, Array1, Array2};
 use posenc::attention::{attention, PositionScheme};
 use posenc::encodings::alibi::Alibi;
+use posenc::encodings::cope::Cope;
 use posenc::encodings::dd_alibi::DataDependentAlibi;
 use posenc::encodings::deberta::{DebertaRelative, LogBuckets};
 use posenc::encodings::dpb::{DpbLayer, DpbNorm, DynamicPositionBias};
@@ -198,6 +199,12 @@ fn reference(c: &ModelConfig, lm: &Lm, h: usize, x: &Array2<f32>) -> Box<dyn Pos
             .unwrap();
             Box::new(gate.applied(x.view()).unwrap())
         }
+        Scheme::Cope => {
+            let LayerPositions::Cope(p) = p else {
+                panic!("CoPE parameters expected")
+            };
+            Box::new(Cope::from_table(array2(p.pos_emb.val())).unwrap())
+        }
     }
 }
 
@@ -319,6 +326,13 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
         lm = map_param(lm, "blocks.0.attn.positions.fire_c", |v| v[0] = -0.23);
         lm = map_param(lm, "blocks.0.attn.positions.fire_threshold_scale", |v| {
             v[0] = 0.37
+        });
+    }
+    if scheme == Scheme::Cope {
+        // embeddings away from their initial zeros, which would hide the term
+        lm = map_param(lm, "blocks.0.attn.positions.cope_pos_emb", |v| {
+            let e = normal(1, v.len(), seed + 5);
+            v.copy_from_slice(e.as_slice().unwrap());
         });
     }
     let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();

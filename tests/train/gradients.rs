@@ -70,6 +70,7 @@ fn position_params(scheme: Scheme) -> &'static [&'static str] {
             "blocks.0.attn.positions.dpb_out_weight",
             "blocks.0.attn.positions.dpb_out_bias",
         ],
+        Scheme::Cope => &["blocks.0.attn.positions.cope_pos_emb"],
         Scheme::DdAlibi => &[
             "blocks.0.attn.positions.ddalibi_gate_weight",
             "blocks.0.attn.positions.ddalibi_gate_bias",
@@ -93,7 +94,16 @@ fn position_parameter_gradients_match_finite_differences() {
             dd_alibi_gate_bias: 0.5,
             ..ModelConfig::tiny(scheme)
         };
-        let lm = Lm::new(&c, 11, &device).unwrap();
+        let mut lm = Lm::new(&c, 11, &device).unwrap();
+        if scheme == Scheme::Cope {
+            // embeddings away from their initial zeros, so that the gates' path carries a
+            // gradient to W_q
+            lm = map_param(lm, "blocks.0.attn.positions.cope_pos_emb", |v| {
+                for (n, e) in v.iter_mut().enumerate() {
+                    *e = ((n * 7 % 11) as f32 - 5.0) / 5.0;
+                }
+            });
+        }
         let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &device).unwrap();
         let names = params(&lm, None);
         let (x, y) = batch(&c);

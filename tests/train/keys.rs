@@ -36,6 +36,7 @@ fn other_values() -> Map<String, Value> {
         "random_positions_max": 64,
         "random_positions_eval": "contiguous",
         "dd_alibi_gate_bias": 1.0,
+        "cope_max_pos": 4,
     }) else {
         unreachable!("a JSON object literal")
     };

@@ -252,6 +252,18 @@ pub struct RelativeValues {
     pub index: DistanceIndex,
 }
 
+/// CoPE's contextual positions (Golovneva et al. 2024): after the scale, bias and mask,
+/// $s_{ij} \mathrel{+}= (1 - w_{ij})\, q_i \cdot e_{\lfloor p_{ij} \rfloor} + w_{ij}\, q_i \cdot
+/// e_{\lceil p_{ij} \rceil}$ with $p_{ij} = \min(\sum_{t \ge j} \sigma(s_{it}), P - 1)$ over the
+/// keys the query sees and $w = p - \lfloor p \rfloor$ ([`crate::encodings::cope`]). Applied by
+/// the composed attention only ([`reference::contextual_term`]): a count per pair, from the
+/// whole row of logits.
+#[derive(Debug, Clone)]
+pub struct Contextual {
+    /// $e$, `[P, d_h]`, shared by the heads.
+    pub embeddings: Tensor<2>,
+}
+
 /// What a position scheme adds to causal attention (the symbols of the module formula); a
 /// scheme fills only its own terms.
 #[derive(Debug, Clone, Default)]
@@ -275,6 +287,8 @@ pub struct ScoreTerms {
     pub bias: Option<PositionBias>,
     /// $a^V_{ij}$, relative value vectors (Shaw).
     pub values: Option<RelativeValues>,
+    /// CoPE's $z_{ij}$, added to the masked scores (the composed attention only).
+    pub contextual: Option<Contextual>,
 }
 
 /// Scores, weights and output of the composed attention, all heads.
@@ -321,7 +335,8 @@ impl Ops {
     /// Causal attention of `q, k, v [B, H, L, d_h]` with a scheme's `terms` and scale $c$
     /// (the module formula), `[B, H, L, d_h]`: [`fused::attention`] (every position term
     /// expanded inside the tiles, its gradient returned to its own compact object) or the
-    /// composed [`reference::attention_parts`].
+    /// composed [`reference::attention_parts`], which also runs where the terms have a
+    /// [`Contextual`] part (CoPE: no fused kernel; `[B, H, L, L]` tensors).
     pub fn attention(
         self,
         q: Tensor<4>,
@@ -330,7 +345,7 @@ impl Ops {
         terms: ScoreTerms,
         scale: f32,
     ) -> Tensor<4> {
-        if self.fused() {
+        if self.fused() && terms.contextual.is_none() {
             fused::attention(q, k, v, terms, scale)
         } else {
             reference::attention_parts(q, k, v, terms, scale).output

@@ -15,6 +15,7 @@
 //! [`crate::lm::checkpoint::ParamPath`].
 
 pub mod alibi;
+pub mod cope;
 pub mod dd_alibi;
 pub mod deberta;
 pub mod dpb;
@@ -117,6 +118,8 @@ pub enum LayerPositions {
     RandomRope(NoParams),
     /// Data-dependent ALiBi: the forgetting gate.
     DdAlibi(dd_alibi::DdAlibiParams),
+    /// CoPE.
+    Cope(cope::CopeParams),
 }
 
 impl LayerPositions {
@@ -147,6 +150,7 @@ impl LayerPositions {
             Scheme::RopeNope => Self::RopeNope(rope_nope::RopeNopeLayer { layer }),
             Scheme::RandomRope => Self::RandomRope(none),
             Scheme::DdAlibi => Self::DdAlibi(dd_alibi::DdAlibiParams::init(c, seed, device)?),
+            Scheme::Cope => Self::Cope(cope::CopeParams::init(c, device)?),
         })
     }
 
@@ -174,6 +178,7 @@ impl LayerPositions {
             Self::RopeNope(p) => p.terms(ctx.objects()?, input),
             Self::RandomRope(_) => random_rope::terms(ctx.objects()?),
             Self::DdAlibi(p) => p.terms(ctx.objects()?, input),
+            Self::Cope(p) => p.terms(ctx.objects()?),
         })
     }
 
@@ -209,7 +214,8 @@ impl LayerPositions {
             | Self::PRope(_)
             | Self::RopeNope(_)
             | Self::RandomRope(_)
-            | Self::DdAlibi(_) => None,
+            | Self::DdAlibi(_)
+            | Self::Cope(_) => None,
         }
     }
 }
@@ -246,6 +252,7 @@ pub(crate) fn objects(
         Scheme::RopeNope => Arc::new(rope_nope::Objects::new(c, len, device)?),
         Scheme::RandomRope => Arc::new(random_rope::Objects::new(c, len, device)?),
         Scheme::DdAlibi => Arc::new(dd_alibi::Objects::new(len)),
+        Scheme::Cope => Arc::new(cope::Objects),
     })
 }
 
@@ -287,7 +294,8 @@ pub(crate) fn step_objects(
         | Scheme::PartialRope
         | Scheme::PRope
         | Scheme::RopeNope
-        | Scheme::DdAlibi => None,
+        | Scheme::DdAlibi
+        | Scheme::Cope => None,
     })
 }
 
@@ -314,7 +322,8 @@ pub(crate) fn depend_on_length(c: &ModelConfig, rope_scaling: &RopeScaling) -> b
         | Scheme::PartialRope
         | Scheme::PRope
         | Scheme::RopeNope
-        | Scheme::DdAlibi => false,
+        | Scheme::DdAlibi
+        | Scheme::Cope => false,
     }
 }
 
@@ -360,6 +369,8 @@ pub enum AbsolutePositions {
     RandomRope(NoParams),
     /// Data-dependent ALiBi.
     DdAlibi(NoParams),
+    /// CoPE.
+    Cope(NoParams),
 }
 
 /// The model-level absolute rows of one forward pass, positions $0..L$, `[L, d_model]`.
@@ -400,6 +411,7 @@ impl AbsolutePositions {
             Scheme::RopeNope => Self::RopeNope(none),
             Scheme::RandomRope => Self::RandomRope(none),
             Scheme::DdAlibi => Self::DdAlibi(none),
+            Scheme::Cope => Self::Cope(none),
         })
     }
 
@@ -432,7 +444,8 @@ impl AbsolutePositions {
             | Self::PRope(_)
             | Self::RopeNope(_)
             | Self::RandomRope(_)
-            | Self::DdAlibi(_) => AbsoluteRows::None,
+            | Self::DdAlibi(_)
+            | Self::Cope(_) => AbsoluteRows::None,
         })
     }
 }
