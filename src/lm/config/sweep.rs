@@ -169,8 +169,8 @@ pub struct SweepConfig {
     /// Checkpoint folder; default `target/sweep/checkpoints` (the shipped ones are in
     /// `data/checkpoints`, written only by a configuration that names it).
     pub checkpoints: PathBuf,
-    /// Results CSV; default `target/sweep/results/ppl_vs_length.csv` (the shipped one is
-    /// `data/results/ppl_vs_length.csv`).
+    /// Results CSV; default `target/sweep/results/ppl_vs_length.csv` (the sweep of record
+    /// writes `data/sweep/results/ppl_vs_length.csv`).
     pub results: PathBuf,
     /// Precision of saved weights; default f16.
     pub dtype: WeightDtype,
@@ -181,7 +181,8 @@ pub struct SweepConfig {
     /// (the fine-tunes and the budget control with theirs); default 0 to 4.
     pub seeds: Vec<u64>,
     /// Checkpoint folder of every seed but the first (the first seed's go to `checkpoints`);
-    /// default `target/sweep/seed-checkpoints`.
+    /// default `target/sweep/seed-checkpoints` (the sweep of record keeps them, in
+    /// `data/sweep/seed-checkpoints`, so that a later sitting reuses their items).
     pub seed_checkpoints: PathBuf,
     /// Dynamic NTK's fixed factor $s$ at inference (the base grows with the evaluated length
     /// $L$: $b\,(sL/L_{train} - s + 1)^{d/(d-2)}$ for $L > L_{train}$); default 2.

@@ -163,15 +163,24 @@ mod tests {
         assert!(!c.results.starts_with("data"), "{:?}", c.results);
         assert!(!c.seed_checkpoints.starts_with("data"));
         c.validate().unwrap();
-        // the shipped configuration (the sweep of record) names data/ itself and is the
-        // default apart from that
+        // the shipped configuration (the sweep of record) writes every checkpoint it keeps
+        // and its results under data/sweep/ (committed item by item, the table it replaces
+        // untouched until it is whole) and is the default apart from its folders
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/configs/sweep.json");
         let shipped = SweepConfig::read(&path).unwrap();
-        assert_eq!(shipped.checkpoints, Path::new("data/checkpoints"));
-        assert_eq!(shipped.results, Path::new("data/results/ppl_vs_length.csv"));
+        assert_eq!(shipped.checkpoints, Path::new("data/sweep/checkpoints"));
+        assert_eq!(
+            shipped.seed_checkpoints,
+            Path::new("data/sweep/seed-checkpoints")
+        );
+        assert_eq!(
+            shipped.results,
+            Path::new("data/sweep/results/ppl_vs_length.csv")
+        );
         assert_eq!(
             SweepConfig {
                 checkpoints: c.checkpoints.clone(),
+                seed_checkpoints: c.seed_checkpoints.clone(),
                 results: c.results.clone(),
                 ..shipped
             },
