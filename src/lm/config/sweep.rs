@@ -192,8 +192,8 @@ pub struct SweepConfig {
     /// Dynamic NTK's fixed factor $s$ at inference (the base grows with the evaluated length
     /// $L$: $b\,(sL/L_{train} - s + 1)^{d/(d-2)}$ for $L > L_{train}$); default 2.
     pub dynamic_factor: f64,
-    /// ReRoPE's and Leaky ReRoPE's window $w$ at inference, below the training length;
-    /// default 64 ([`DEFAULT_REROPE_WINDOW`]).
+    /// ReRoPE's and Leaky ReRoPE's window $w$ at inference, at least 1 and, where RoPE is
+    /// extended with either, below the training length; default 64 ([`DEFAULT_REROPE_WINDOW`]).
     pub rerope_window: usize,
     /// Leaky ReRoPE's $k \ge 1$ (slope $1/k$ beyond the window); default 32
     /// ([`DEFAULT_REROPE_LEAK`]).
@@ -343,8 +343,14 @@ impl SweepConfig {
             self.dynamic_factor,
             "a finite number >= 1",
         )?;
+        // the window counts only where an item applies it
+        let windowed = self
+            .rope_inference
+            .iter()
+            .any(|m| matches!(m.extension, Extension::ReRope | Extension::LeakyReRope))
+            && self.schemes.contains(&Scheme::Rope);
         ensure(
-            (1..self.model.train_len.max(2)).contains(&self.rerope_window),
+            self.rerope_window >= 1 && (!windowed || self.rerope_window < self.model.train_len),
             "rerope_window",
             self.rerope_window,
             &format!(
