@@ -45,7 +45,7 @@ use crate::lm::memory::{available_bytes, eval_bytes, MemoryPlan};
 use crate::lm::model::{
     int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
 };
-pub use crate::lm::model::{ReRopeWindow, RopeInference};
+pub use crate::lm::model::{ReRopeWindow, RopeInference, SelfExtendWindow};
 use crate::lm::ops::is_flex;
 pub use crate::results::{PositionRow, ResultRow, WindowRow};
 
@@ -77,8 +77,8 @@ pub struct EvalOptions {
     pub split: String,
     /// RoPE scaling at inference (RoPE checkpoints only).
     pub scaling: Option<InferenceScaling>,
-    /// ReRoPE's window and log-$n$ at inference (RoPE checkpoints only; the default changes
-    /// nothing).
+    /// ReRoPE's or Self-Extend's window and log-$n$ at inference (RoPE checkpoints only; the
+    /// default changes nothing).
     pub rope: RopeInference,
     /// Force one pass per length even where one pass would do (for tests).
     pub force_separate: bool,
@@ -114,24 +114,22 @@ impl EvalPlan {
     /// The plan for `model` and `opts`.
     ///
     /// # Errors
-    /// A scaling, ReRoPE or log-$n$ on a model that is not RoPE; a ReRoPE window of 0 or a
-    /// $k$ below 1.
+    /// A scaling, ReRoPE, Self-Extend or log-$n$ on a model that is not RoPE; a window or
+    /// group of 0, a $k$ below 1, ReRoPE with Self-Extend.
     pub fn new(model: &ModelConfig, opts: &EvalOptions) -> Result<Self> {
         if !opts.rope.is_plain() && model.scheme != Scheme::Rope {
             return Err(invalid(
-                "--rerope/--log-n",
+                "--rerope/--self-extend/--log-n",
                 format!("{:?}", opts.rope),
                 format!("only for RoPE checkpoints (this one is {})", model.scheme),
             ));
         }
-        if let Some(r) = &opts.rope.rerope {
-            // w >= 1, k finite and >= 1, checked by the encodings before any window runs
-            let rope = Rope::new(
-                RopeConfig::new(model.head_dim(), model.rope_base)?,
-                RopeLayout::Half,
-            );
-            r.over(rope)?;
-        }
+        // w >= 1, k finite and >= 1, G >= 1, checked by the encodings before any window runs
+        let rope = Rope::new(
+            RopeConfig::new(model.head_dim(), model.rope_base)?,
+            RopeLayout::Half,
+        );
+        opts.rope.second_pass(rope, 0)?;
         let scaling_at: Vec<(usize, RopeScaling)> = match &opts.scaling {
             None => opts
                 .lengths

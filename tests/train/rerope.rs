@@ -1,16 +1,18 @@
-//! RoPE extended at inference in the language model: ReRoPE and Leaky ReRoPE (two passes
-//! merged at a window inside the tiled attention) and log-$n$ query scaling. The fused
+//! RoPE extended at inference in the language model: ReRoPE, Leaky ReRoPE and Self-Extend
+//! (two passes merged at a window inside the tiled attention) and log-$n$ query scaling. The fused
 //! attention equals the composed reference and the ndarray [`ReRope::scores`] at lengths that
 //! cross the 32-row tiles, for several $w$ and $k$; $w \ge L$ and $k = 1$ are RoPE; log-$n$
 //! is RoPE on queries scaled by $\tau_m$; a trained checkpoint evaluated with ReRoPE at
 //! $w \ge L$ scores as plain RoPE; ReRoPE and log-$n$ on a model that is not RoPE are errors.
 
 use burn::tensor::{Device, Tensor, TensorData};
-use ndarray::{s, Array2};
-use posenc::encodings::rope::{ReRope, Rope, RopeConfig, RopeLayout, RopeScaling};
+use ndarray::{s, Array2, ArrayView2};
+use posenc::encodings::rope::{ReRope, Rope, RopeConfig, RopeLayout, RopeScaling, SelfExtend};
 use posenc::encodings::temperature::Temperature;
 use posenc::lm::checkpoint::WeightDtype;
-use posenc::lm::eval::{evaluate, EvalOptions, Mode, ReRopeWindow, RopeInference};
+use posenc::lm::eval::{
+    evaluate, EvalOptions, Mode, ReRopeWindow, RopeInference, SelfExtendWindow,
+};
 use posenc::lm::model::schemes::rope;
 use posenc::lm::model::{to_vec, Kernels, ModelConfig, Ops, Scheme};
 use posenc::lm::train::{load_model, train};
@@ -45,13 +47,31 @@ fn attend(ops: Ops, qkv: &[Tensor<4>; 3], l: usize, inference: &RopeInference) -
 /// [`ReRope::scores`] (RoPE's when `rerope` is `None`), scaled, the causal softmax in `f64`,
 /// times the values.
 fn oracle(values: &[Vec<f32>; 3], l: usize, rerope: Option<ReRopeWindow>) -> Vec<f64> {
-    let c = ModelConfig::tiny(Scheme::Rope);
-    let d = c.head_dim();
-    let plain = Rope::new(RopeConfig::new(d, c.rope_base).unwrap(), RopeLayout::Half);
     // RoPE itself is Leaky ReRoPE with k = 1
+    let plain = plain_rope();
     let r = rerope
         .map_or(ReRope::leaky(plain, 1, 1.0), |w| w.over(plain))
         .unwrap();
+    oracle_of(values, l, &|q, k| r.scores(q, k).unwrap())
+}
+
+/// The tiny RoPE model's RoPE on ndarray (half layout).
+fn plain_rope() -> Rope {
+    let c = ModelConfig::tiny(Scheme::Rope);
+    Rope::new(
+        RopeConfig::new(c.head_dim(), c.rope_base).unwrap(),
+        RopeLayout::Half,
+    )
+}
+
+/// Unscaled scores `[L, L]` of one head's queries and keys.
+type ScoresOf<'a> = dyn Fn(ArrayView2<f32>, ArrayView2<f32>) -> Array2<f32> + 'a;
+
+/// The attention output `[B, H, L, D]` of the unscaled scores `scores(q, k)` of each (batch,
+/// head): scaled by the model's $1/\sqrt d$, the causal softmax in `f64`, times the values.
+fn oracle_of(values: &[Vec<f32>; 3], l: usize, scores: &ScoresOf) -> Vec<f64> {
+    let c = ModelConfig::tiny(Scheme::Rope);
+    let d = c.head_dim();
     let head = |t: &[f32], bh: usize| {
         Array2::from_shape_vec((l, d), t[bh * l * d..(bh + 1) * l * d].to_vec()).unwrap()
     };
@@ -62,7 +82,7 @@ fn oracle(values: &[Vec<f32>; 3], l: usize, rerope: Option<ReRopeWindow>) -> Vec
             head(&values[1], bh),
             head(&values[2], bh),
         );
-        let scores = r.scores(q.view(), k.view()).unwrap();
+        let scores = scores(q.view(), k.view());
         for i in 0..l {
             let row: Vec<f64> = scores
                 .slice(s![i, ..=i])
@@ -98,6 +118,7 @@ fn error(a: &[f32], b: &[f64]) -> f64 {
 fn rerope(window: usize, leak: Option<f64>) -> RopeInference {
     RopeInference {
         rerope: Some(ReRopeWindow { window, leak }),
+        self_extend: None,
         log_n: false,
     }
 }
@@ -178,6 +199,7 @@ fn log_n_scales_each_query_by_its_temperature() {
         ] {
             let plain = RopeInference {
                 rerope,
+                self_extend: None,
                 log_n: false,
             };
             let want: Vec<f64> = attend(ops, &scaled, l, &plain)
@@ -186,6 +208,7 @@ fn log_n_scales_each_query_by_its_temperature() {
                 .collect();
             let log_n = RopeInference {
                 rerope,
+                self_extend: None,
                 log_n: true,
             };
             let got = attend(ops, &tensors, l, &log_n);
@@ -194,6 +217,7 @@ fn log_n_scales_each_query_by_its_temperature() {
         let (short, _) = qkv(12, 6);
         let log_n = RopeInference {
             rerope: None,
+            self_extend: None,
             log_n: true,
         };
         assert_eq!(
@@ -203,10 +227,56 @@ fn log_n_scales_each_query_by_its_temperature() {
     }
 }
 
-/// A trained tiny RoPE checkpoint evaluated with ReRoPE at $w \ge L$ (and Leaky ReRoPE
-/// beyond the longest length) scores every length as plain RoPE, bit for bit; a window
-/// inside the lengths changes the longer ones only; ReRoPE or log-$n$ on ALiBi, a window of
-/// 0 and $k < 1$ are errors naming the option.
+fn self_extend(window: usize, group: usize) -> RopeInference {
+    RopeInference {
+        self_extend: Some(SelfExtendWindow { window, group }),
+        ..RopeInference::default()
+    }
+}
+
+/// Self-Extend through the same two-pass kernel: the fused attention equals the composed
+/// reference and the ndarray [`SelfExtend::scores`] (relative error 1e-5) at lengths 33, 70
+/// and 100 with (w, G) = (4, 2), (8, 4), (32, 3), (40, 8); G = 1 is RoPE (1e-6), a window
+/// beyond the length RoPE bit for bit (fused); ReRoPE with Self-Extend is an error.
+#[test]
+fn self_extend_is_the_same_two_passes_with_grouped_positions() {
+    let device = Device::flex();
+    let fused = Ops::new(Kernels::Fused, &device);
+    for (l, seed) in [(33, 11), (70, 12), (100, 13)] {
+        let (tensors, values) = qkv(l, seed);
+        for (window, group) in [(4, 2), (8, 4), (32, 3), (40, 8)] {
+            let inference = self_extend(window, group);
+            let extend = SelfExtend::new(plain_rope(), window, group).unwrap();
+            let want = oracle_of(&values, l, &|q, k| extend.scores(q, k).unwrap());
+            let what = format!("L {l} w {window} G {group}");
+            let got = attend(fused, &tensors, l, &inference);
+            assert!(error(&got, &want) < 1e-5, "fused {what}");
+            let reference = attend(Ops::reference(), &tensors, l, &inference);
+            assert!(error(&reference, &want) < 1e-5, "reference {what}");
+        }
+        let plain = attend(fused, &tensors, l, &RopeInference::default());
+        let plain64: Vec<f64> = plain.iter().map(|&x| f64::from(x)).collect();
+        assert!(error(&attend(fused, &tensors, l, &self_extend(3, 1)), &plain64) < 1e-6);
+        assert_eq!(attend(fused, &tensors, l, &self_extend(l, 4)), plain);
+    }
+    let both = RopeInference {
+        rerope: Some(ReRopeWindow {
+            window: 4,
+            leak: None,
+        }),
+        ..self_extend(4, 2)
+    };
+    let c = ModelConfig::tiny(Scheme::Rope);
+    let err = rope::Objects::at_inference(&c, 16, RopeScaling::None, &both, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not both"), "{err}");
+}
+
+/// A trained tiny RoPE checkpoint evaluated with ReRoPE at $w \ge L$ (and Leaky ReRoPE and
+/// Self-Extend beyond the longest length) scores every length as plain RoPE, bit for bit; a
+/// window inside the lengths changes the longer ones only; ReRoPE or log-$n$ on ALiBi, a
+/// window of 0, $k < 1$ and a group of 0 are errors naming the option.
 #[test]
 fn a_trained_checkpoint_with_rerope_beyond_every_length_scores_as_rope() {
     let tmp = corpus();
@@ -247,6 +317,7 @@ fn a_trained_checkpoint_with_rerope_beyond_every_length_scores_as_rope() {
     let plain = losses(RopeInference::default());
     assert_eq!(losses(rerope(48, None)), plain);
     assert_eq!(losses(rerope(100, Some(8.0))), plain);
+    assert_eq!(losses(self_extend(48, 4)), plain);
     // w = 12: length 12 (pairs at most 11 apart) unchanged, the longer ones not
     let windowed = losses(rerope(12, None));
     assert_eq!(windowed[0], plain[0]);
@@ -260,6 +331,7 @@ fn a_trained_checkpoint_with_rerope_beyond_every_length_scores_as_rope() {
         rerope(4, None),
         RopeInference {
             rerope: None,
+            self_extend: None,
             log_n: true,
         },
     ] {
@@ -268,7 +340,11 @@ fn a_trained_checkpoint_with_rerope_beyond_every_length_scores_as_rope() {
             .to_string();
         assert!(err.contains("only for RoPE"), "{err}");
     }
-    for (bad, says) in [(rerope(0, None), "window"), (rerope(4, Some(0.5)), "1/k")] {
+    for (bad, says) in [
+        (rerope(0, None), "window"),
+        (rerope(4, Some(0.5)), "1/k"),
+        (self_extend(4, 0), "group"),
+    ] {
         let err = evaluate(&lm, &info, "x", &opts(bad), &device)
             .unwrap_err()
             .to_string();

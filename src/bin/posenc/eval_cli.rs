@@ -1,5 +1,6 @@
 //! `posenc eval`: perplexity of a checkpoint versus length, with a RoPE checkpoint's
-//! extension at inference (a scaling, ReRoPE or Leaky ReRoPE, log-$n$) (feature `train`).
+//! extension at inference (a scaling, ReRoPE or Leaky ReRoPE, Self-Extend, log-$n$) (feature
+//! `train`).
 
 use std::path::PathBuf;
 
@@ -14,7 +15,7 @@ use posenc::lm::config::{Extension, InferenceMethod};
 use posenc::lm::data::{read_split, TargetRegion};
 use posenc::lm::eval::{
     check_lengths, evaluate, memory_plan, write_csv, EvalOptions, InferenceScaling, Mode,
-    ReRopeWindow, RopeInference,
+    ReRopeWindow, RopeInference, SelfExtendWindow,
 };
 use posenc::lm::sweep::SweepEval;
 use posenc::lm::train::load_model;
@@ -43,8 +44,16 @@ pub struct EvalArgs {
         allow_negative_numbers = true
     )]
     leak: Option<f64>,
+    /// Self-Extend at inference with neighbour window W (RoPE checkpoints): relative positions
+    /// exact below W, positions grouped by --group beyond.
+    #[arg(long, value_name = "W", conflicts_with_all = ["scaling", "rerope"], requires = "group")]
+    self_extend: Option<usize>,
+    /// Self-Extend's group size G.
+    #[arg(long, value_name = "G", requires = "self_extend")]
+    group: Option<usize>,
     /// Log-n attention scaling at inference (RoPE checkpoints): the query at position m scaled
-    /// by max(1, ln(m + 1) / ln train_len), alone or with --scaling or --rerope.
+    /// by max(1, ln(m + 1) / ln train_len), alone or with --scaling, --rerope or
+    /// --self-extend.
     #[arg(long)]
     log_n: bool,
     /// Lengths, comma-separated.
@@ -115,13 +124,18 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
             window,
             leak: a.leak,
         }),
+        self_extend: a
+            .self_extend
+            .zip(a.group)
+            .map(|(window, group)| SelfExtendWindow { window, group }),
         log_n: a.log_n,
     };
-    let extension = match (a.scaling, a.rerope, a.leak) {
-        (Some(kind), _, _) => Some(Extension::Scaling(kind)),
-        (None, Some(_), None) => Some(Extension::ReRope),
-        (None, Some(_), Some(_)) => Some(Extension::LeakyReRope),
-        (None, None, _) => a.log_n.then_some(Extension::Plain),
+    let extension = match (a.scaling, a.rerope, a.leak, a.self_extend) {
+        (Some(kind), ..) => Some(Extension::Scaling(kind)),
+        (None, Some(_), None, _) => Some(Extension::ReRope),
+        (None, Some(_), Some(_), _) => Some(Extension::LeakyReRope),
+        (None, None, _, Some(_)) => Some(Extension::SelfExtend),
+        (None, None, _, None) => a.log_n.then_some(Extension::Plain),
     };
     let opts = EvalOptions {
         lengths: a.lengths.clone(),

@@ -1,10 +1,13 @@
 //! How a trained RoPE checkpoint is extended at inference ([`InferenceMethod`], the entries of
 //! the sweep's `rope_inference` and the variants of their results rows): a scaling of its
 //! frequencies ([`ScalingKind`]), ReRoPE or Leaky ReRoPE
-//! ([`crate::encodings::rope::ReRope`], two passes merged at a window), or neither, each
+//! ([`crate::encodings::rope::ReRope`], two passes merged at a window), Self-Extend
+//! ([`crate::encodings::rope::SelfExtend`], the same two passes with grouped positions), or
+//! neither, each
 //! optionally with log-$n$ query scaling ([`crate::encodings::temperature::Temperature::LogN`]).
 //!
-//! Names: the scaling's own (`yarn`), `rerope`, `leaky-rerope`, and `+log-n` after any of them
+//! Names: the scaling's own (`yarn`), `rerope`, `leaky-rerope`, `self-extend`, and `+log-n`
+//! after any of them
 //! (`yarn+log-n`); `log-n` alone is plain RoPE's frequencies with log-$n$.
 
 use std::fmt;
@@ -27,6 +30,8 @@ pub enum Extension {
     ReRope,
     /// Leaky ReRoPE: beyond $w$, relative positions grow with slope $1/k$.
     LeakyReRope,
+    /// Self-Extend: beyond $w$, positions grouped by $G$.
+    SelfExtend,
 }
 
 /// A RoPE checkpoint's extension at inference and whether log-$n$ scales its queries.
@@ -73,7 +78,10 @@ impl InferenceMethod {
     pub fn scaling_kind(&self) -> Option<ScalingKind> {
         match self.extension {
             Extension::Scaling(kind) => Some(kind),
-            Extension::Plain | Extension::ReRope | Extension::LeakyReRope => None,
+            Extension::Plain
+            | Extension::ReRope
+            | Extension::LeakyReRope
+            | Extension::SelfExtend => None,
         }
     }
 
@@ -85,6 +93,7 @@ impl InferenceMethod {
             Extension::Scaling(kind) => kind.name(),
             Extension::ReRope => "rerope",
             Extension::LeakyReRope => "leaky-rerope",
+            Extension::SelfExtend => "self-extend",
         };
         if self.log_n {
             format!("{base}{LOG_N}")
@@ -115,13 +124,15 @@ impl FromStr for InferenceMethod {
         let extension = match base {
             "rerope" => Extension::ReRope,
             "leaky-rerope" => Extension::LeakyReRope,
+            "self-extend" => Extension::SelfExtend,
             _ => Extension::Scaling(ScalingKind::from_name(base).map_err(|_| {
                 let scalings: Vec<&str> = ScalingKind::ALL.iter().map(|k| k.name()).collect();
                 invalid(
                     "rope_inference",
                     name,
                     format!(
-                        "{}, rerope or leaky-rerope, each optionally followed by {LOG_N}, or log-n",
+                        "{}, rerope, leaky-rerope or self-extend, each optionally followed by \
+                         {LOG_N}, or log-n",
                         scalings.join(", ")
                     ),
                 )
@@ -157,7 +168,11 @@ mod tests {
         for extension in ScalingKind::ALL
             .iter()
             .map(|&k| Extension::Scaling(k))
-            .chain([Extension::ReRope, Extension::LeakyReRope])
+            .chain([
+                Extension::ReRope,
+                Extension::LeakyReRope,
+                Extension::SelfExtend,
+            ])
         {
             for log_n in [false, true] {
                 all.push(InferenceMethod { extension, log_n });

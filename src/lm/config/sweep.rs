@@ -198,7 +198,20 @@ pub struct SweepConfig {
     /// Leaky ReRoPE's $k \ge 1$ (slope $1/k$ beyond the window); default 32
     /// ([`DEFAULT_REROPE_LEAK`]).
     pub rerope_leak: f64,
+    /// Self-Extend's neighbour window $w$ at inference (`self-extend` in
+    /// [`SweepConfig::rope_inference`]), at least 1 and, where RoPE is extended with it, below
+    /// the training length; default 32 ([`DEFAULT_SELF_EXTEND`]).
+    pub self_extend_window: usize,
+    /// Self-Extend's group size $G \ge 1$; default 32 ([`DEFAULT_SELF_EXTEND`]).
+    pub self_extend_group: usize,
 }
+
+/// Self-Extend's default window and group for the sweep's model (training length
+/// $L = 128$): $(w, G) = (32, 32)$. Jin et al. keep a neighbour window of about a quarter of
+/// the training length (1024 of Llama 2's 4096), so $w = L/4 = 32$; beyond it a model
+/// trained at $L$ reaches $(L - w)\,G + w$ positions, and $G = 32$ is the smallest power of
+/// two that reaches 16x ($96 \cdot 32 + 32 = 3104 \ge 2048$; $G = 16$ reaches 1568).
+pub const DEFAULT_SELF_EXTEND: (usize, usize) = (32, 32);
 
 /// ReRoPE's default window for the sweep's model (training length $L = 128$): $w = L/2 = 64$.
 /// Su's ReRoPE post (<https://kexue.fm/archives/9708>) keeps the relative positions below $w$
@@ -261,6 +274,8 @@ impl Default for SweepConfig {
             dynamic_factor: 2.0,
             rerope_window: DEFAULT_REROPE_WINDOW,
             rerope_leak: DEFAULT_REROPE_LEAK,
+            self_extend_window: DEFAULT_SELF_EXTEND.0,
+            self_extend_group: DEFAULT_SELF_EXTEND.1,
         }
     }
 }
@@ -343,20 +358,41 @@ impl SweepConfig {
             self.dynamic_factor,
             "a finite number >= 1",
         )?;
-        // the window counts only where an item applies it
-        let windowed = self
-            .rope_inference
-            .iter()
-            .any(|m| matches!(m.extension, Extension::ReRope | Extension::LeakyReRope))
-            && self.schemes.contains(&Scheme::Rope);
-        ensure(
-            self.rerope_window >= 1 && (!windowed || self.rerope_window < self.model.train_len),
-            "rerope_window",
-            self.rerope_window,
-            &format!(
-                "1 to {} (below the training length)",
-                self.model.train_len.saturating_sub(1)
+        // a window counts against the training length only where an item applies it
+        let applied = |kinds: &[Extension]| {
+            self.schemes.contains(&Scheme::Rope)
+                && self
+                    .rope_inference
+                    .iter()
+                    .any(|m| kinds.contains(&m.extension))
+        };
+        for (key, window, used) in [
+            (
+                "rerope_window",
+                self.rerope_window,
+                applied(&[Extension::ReRope, Extension::LeakyReRope]),
             ),
+            (
+                "self_extend_window",
+                self.self_extend_window,
+                applied(&[Extension::SelfExtend]),
+            ),
+        ] {
+            ensure(
+                window >= 1 && (!used || window < self.model.train_len),
+                key,
+                window,
+                &format!(
+                    "1 to {} (below the training length)",
+                    self.model.train_len.saturating_sub(1)
+                ),
+            )?;
+        }
+        ensure(
+            self.self_extend_group >= 1,
+            "self_extend_group",
+            self.self_extend_group,
+            "at least 1",
         )?;
         ensure(
             self.rerope_leak.is_finite() && self.rerope_leak >= 1.0,

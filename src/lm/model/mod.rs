@@ -27,6 +27,7 @@ pub use crate::lm::ops::{to_vec, Kernels, Ops};
 pub use context::PositionContext;
 pub use schemes::{
     AbsolutePositions, AbsoluteRows, LayerInput, LayerPositions, ReRopeWindow, RopeInference,
+    SelfExtendWindow,
 };
 
 use crate::error::Result;

@@ -16,7 +16,7 @@ use crate::lm::checkpoint::WEIGHTS_FILE;
 use crate::lm::config::{Extension, SweepConfig, SweepEval};
 use crate::lm::eval::{
     evaluate_windows, EvalOptions, InferenceScaling, Mode, ReRopeWindow, ResultRow, RopeInference,
-    ScalingKind, WindowRow,
+    ScalingKind, SelfExtendWindow, WindowRow,
 };
 use crate::lm::model::{Kernels, ModelConfig, Scheme};
 use crate::lm::train::{load_model, log_line, read_info, TrainConfig};
@@ -129,8 +129,8 @@ impl SweepConfig {
         }
     }
 
-    /// ReRoPE's window (the sweep's $w$, and $k$ for Leaky ReRoPE) and log-$n$ of `item` at
-    /// inference; nothing for the others.
+    /// ReRoPE's window (the sweep's $w$, and $k$ for Leaky ReRoPE), Self-Extend's window and
+    /// group, and log-$n$ of `item` at inference; nothing for the others.
     pub(super) fn item_rope(&self, item: &Item) -> RopeInference {
         match *item {
             Item::Inference(method, _) => RopeInference {
@@ -143,8 +143,14 @@ impl SweepConfig {
                         window: self.rerope_window,
                         leak: Some(self.rerope_leak),
                     }),
-                    Extension::Plain | Extension::Scaling(_) => None,
+                    Extension::Plain | Extension::Scaling(_) | Extension::SelfExtend => None,
                 },
+                self_extend: (method.extension == Extension::SelfExtend).then_some(
+                    SelfExtendWindow {
+                        window: self.self_extend_window,
+                        group: self.self_extend_group,
+                    },
+                ),
                 log_n: method.log_n,
             },
             _ => RopeInference::default(),
@@ -282,6 +288,7 @@ pub(super) fn run_item(
         dynamic_factor: config.dynamic_factor,
         rope_bounds: config.rope_bounds,
         rerope: config.item_rope(&item).rerope,
+        self_extend: config.item_rope(&item).self_extend,
         timing: timing.clone(),
     };
     let out = ItemOutput {

@@ -231,5 +231,15 @@ mod tests {
         assert!(bad(r#"{"rerope_window": 128}"#).contains("below the training length"));
         assert!(bad(r#"{"rerope_leak": 0.5}"#).contains("invalid rerope_leak = 0.5"));
         assert!(bad(r#"{"rope_inference": ["log-n", "log-n"]}"#).contains("rope_inference"));
+        assert!(bad(r#"{"self_extend_group": 0}"#).contains("invalid self_extend_group = 0"));
+        assert!(
+            bad(r#"{"rope_inference": ["self-extend"], "self_extend_window": 200}"#)
+                .contains("invalid self_extend_window = 200")
+        );
+        // a window the items do not apply is not held to the training length
+        let unused: SweepConfig =
+            serde_json::from_str(r#"{"rope_inference": ["ntk"], "self_extend_window": 200}"#)
+                .unwrap();
+        unused.validate().unwrap();
     }
 }

@@ -15,7 +15,7 @@ use crate::io::csv::{csv_bytes, read_csv};
 use crate::io::{read_json, write_atomic, write_json, FolderLock};
 use crate::lm::checkpoint::read_state;
 use crate::lm::config::{SweepConfig, SweepEval};
-use crate::lm::eval::{write_csv, ReRopeWindow, ResultRow, WindowRow};
+use crate::lm::eval::{write_csv, ReRopeWindow, ResultRow, SelfExtendWindow, WindowRow};
 use crate::lm::model::Scheme;
 use crate::lm::train::CheckpointInfo;
 use crate::results::CurveRow;
@@ -89,6 +89,9 @@ pub(super) struct ItemRecord {
     /// records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) rerope: Option<ReRopeWindow>,
+    /// Self-Extend's window and group, likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) self_extend: Option<SelfExtendWindow>,
     /// Seconds.
     pub(super) timing: SweepTiming,
 }
@@ -186,13 +189,14 @@ pub(super) fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<
 
 impl ItemRecord {
     /// Whether the record's rows are an evaluation of `item` as `config` evaluates it: the
-    /// same evaluation, dynamic NTK factor, RoPE bounds and ReRoPE window (the weights are
-    /// checked apart).
+    /// same evaluation, dynamic NTK factor, RoPE bounds, ReRoPE and Self-Extend windows (the
+    /// weights are checked apart).
     pub(super) fn evaluates_as(&self, config: &SweepConfig, item: &Item) -> bool {
         self.eval == config.eval
             && self.dynamic_factor == config.dynamic_factor
             && self.rope_bounds == config.rope_bounds
             && self.rerope == config.item_rope(item).rerope
+            && self.self_extend == config.item_rope(item).self_extend
     }
 }
 

@@ -138,10 +138,11 @@ fn train_eval_and_export_end_to_end() {
     );
 }
 
-/// `posenc eval --rerope W [--leak K] [--log-n]` on a RoPE checkpoint: a window beyond every
-/// length scores as plain RoPE (the same CSV but for the variant), the variant names the
-/// method (`leaky-rerope+log-n`); a non-RoPE checkpoint, a window of 0, k below 1, `--leak`
-/// without `--rerope` and `--rerope` with `--scaling` are errors.
+/// `posenc eval --rerope W [--leak K] [--log-n]` and `--self-extend W --group G` on a RoPE
+/// checkpoint: a window beyond every length scores as plain RoPE (the same CSV but for the
+/// variant), the variant names the method (`leaky-rerope+log-n`); a non-RoPE checkpoint, a
+/// window of 0, k below 1, `--leak` without `--rerope`, `--group` without `--self-extend` and
+/// two extensions at once are errors.
 #[test]
 fn eval_extends_a_rope_checkpoint_with_rerope_and_log_n() {
     let tmp = corpus();
@@ -174,6 +175,8 @@ fn eval_extends_a_rope_checkpoint_with_rerope_and_log_n() {
     let plain = eval(&[]);
     let beyond = eval(&["--rerope", "32"]);
     assert_eq!(beyond.replace(",rerope,", ",base,"), plain);
+    let extended = eval(&["--self-extend", "32", "--group", "4"]);
+    assert_eq!(extended.replace(",self-extend,", ",base,"), plain);
     let leaky = eval(&["--rerope", "8", "--leak", "4", "--log-n"]);
     assert_eq!(leaky.lines().count(), 3);
     assert!(leaky
@@ -196,6 +199,11 @@ fn eval_extends_a_rope_checkpoint_with_rerope_and_log_n() {
         (&["--leak", "4"][..], "--rerope"),
         (
             &["--rerope", "4", "--scaling", "yarn"][..],
+            "cannot be used with",
+        ),
+        (&["--group", "4"][..], "--self-extend"),
+        (
+            &["--self-extend", "4", "--group", "2", "--rerope", "4"][..],
             "cannot be used with",
         ),
     ] {

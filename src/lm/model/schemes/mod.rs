@@ -45,7 +45,7 @@ use crate::encodings::rope::{RandomEval, RopeScaling};
 use crate::error::{invalid, Result};
 use crate::lm::config::{ModelConfig, Scheme};
 use crate::lm::ops::{Ops, ScoreTerms};
-pub use rope::{ReRopeWindow, RopeInference};
+pub use rope::{ReRopeWindow, RopeInference, SelfExtendWindow};
 
 /// The payload of a scheme without parameters of its own in a layer or in the model.
 #[derive(Module, Debug)]

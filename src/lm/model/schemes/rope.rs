@@ -1,18 +1,18 @@
 //! RoPE in the byte LM (half layout): queries and keys rotated by $m\theta_i$ before their dot
 //! product ([`crate::encodings::rope`]), with the context-extension scaling the model was
 //! trained with or the one asked for at inference (PI, NTK, dynamic NTK, YaRN, Llama 3), and at
-//! inference optionally ReRoPE's second pass beyond a window and log-$n$ query scaling
-//! ([`RopeInference`]).
+//! inference optionally ReRoPE's or Self-Extend's second pass beyond a window and log-$n$
+//! query scaling ([`RopeInference`]).
 
 use burn::tensor::{Device, Tensor, TensorData};
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::encodings::rope::{
-    rope_cos_sin, ReRope, Rope, RopeConfig, RopeFrequencies, RopeLayout, RopeScaling,
+    rope_cos_sin, ReRope, Rope, RopeConfig, RopeFrequencies, RopeLayout, RopeScaling, SelfExtend,
 };
 use crate::encodings::temperature::Temperature;
-use crate::error::Result;
+use crate::error::{invalid, Result};
 use crate::lm::config::ModelConfig;
 use crate::lm::model::init::tensor2;
 use crate::lm::ops::{Rotation, ScoreTerms, WindowedRotation};
@@ -41,8 +41,29 @@ impl ReRopeWindow {
     }
 }
 
+/// Self-Extend's neighbour window and group size at inference ([`SelfExtend`]): relative
+/// positions exact below $w$, beyond it positions grouped by $G$ (floor division).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelfExtendWindow {
+    /// $w \ge 1$.
+    pub window: usize,
+    /// $G \ge 1$ (1 is RoPE).
+    pub group: usize,
+}
+
+impl SelfExtendWindow {
+    /// The ndarray [`SelfExtend`] over `rope` (which checks $w$ and $G$).
+    ///
+    /// # Errors
+    /// A window or group of 0.
+    pub fn over(&self, rope: Rope) -> Result<SelfExtend> {
+        SelfExtend::new(rope, self.window, self.group)
+    }
+}
+
 /// What RoPE's positions become at inference besides a scaling of its frequencies: ReRoPE's
-/// two passes merged at a window, and log-$n$ scaling of the queries
+/// or Self-Extend's two passes merged at a window, and log-$n$ scaling of the queries
 /// ([`Temperature::LogN`] at the model's training length, $\tau_m = \max(1, \ln(m+1) / \ln L)$).
 /// The default changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -50,6 +71,9 @@ impl ReRopeWindow {
 pub struct RopeInference {
     /// ReRoPE or Leaky ReRoPE.
     pub rerope: Option<ReRopeWindow>,
+    /// Self-Extend (not with ReRoPE).
+    #[serde(default)]
+    pub self_extend: Option<SelfExtendWindow>,
     /// Log-$n$ query scaling.
     pub log_n: bool,
 }
@@ -59,7 +83,44 @@ impl RopeInference {
     pub fn is_plain(&self) -> bool {
         *self == Self::default()
     }
+
+    /// The second pass over `rope` for `len` positions, if any: the rotation positions of the
+    /// queries and of the keys ([`ReRope::pass_two_positions`],
+    /// [`SelfExtend::pass_two_positions`]) and the window $w$ from which a pair takes it.
+    ///
+    /// # Errors
+    /// ReRoPE and Self-Extend together; a window or group of 0, $k$ below 1.
+    pub fn second_pass(&self, rope: Rope, len: usize) -> Result<Option<SecondPass>> {
+        let positions = |pass: &dyn Fn(usize, usize) -> (f64, f64)| {
+            let q: Vec<f64> = (0..len).map(|i| pass(i, 0).0).collect();
+            let k: Vec<f64> = (0..len).map(|j| pass(0, j).1).collect();
+            (q, k)
+        };
+        Ok(match (&self.rerope, &self.self_extend) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "inference",
+                    format!("{self:?}"),
+                    "ReRoPE or Self-Extend, not both",
+                ))
+            }
+            (Some(r), None) => {
+                let rerope = r.over(rope)?;
+                let (q, k) = positions(&|i, j| rerope.pass_two_positions(i, j));
+                Some((q, k, r.window))
+            }
+            (None, Some(e)) => {
+                let extend = e.over(rope)?;
+                let (q, k) = positions(&|i, j| extend.pass_two_positions(i, j));
+                Some((q, k, e.window))
+            }
+            (None, None) => None,
+        })
+    }
 }
+
+/// A second pass: the queries' and the keys' rotation positions and the window.
+pub type SecondPass = (Vec<f64>, Vec<f64>, usize);
 
 /// RoPE's tables for $L$ positions.
 #[derive(Debug, Clone)]
@@ -68,8 +129,9 @@ pub struct Objects {
     pub cos: Tensor<2>,
     /// $\sin(m\theta_i)$ likewise.
     pub sin: Tensor<2>,
-    /// ReRoPE's second rotation at inference: queries at $w$ (Leaky: $i/k + w(1 - 1/k)$), keys
-    /// at 0 (Leaky: $j/k$) ([`ReRope::pass_two_positions`]).
+    /// The second rotation at inference: ReRoPE's queries at $w$ (Leaky: $i/k + w(1 - 1/k)$),
+    /// keys at 0 (Leaky: $j/k$) ([`ReRope::pass_two_positions`]), or Self-Extend's grouped
+    /// positions ([`SelfExtend::pass_two_positions`]).
     pub windowed: Option<Box<WindowedRotation>>,
     /// Log-$n$'s $\tau_m$ at inference, `[L]`.
     pub query_scale: Option<Box<Tensor<1>>>,
@@ -87,7 +149,8 @@ impl Objects {
     /// [`Objects::new`] with `inference`'s second rotation and query scale.
     ///
     /// # Errors
-    /// When the encodings reject the configuration, the window or $k$.
+    /// When the encodings reject the configuration, the window, $k$ or $G$
+    /// ([`RopeInference::second_pass`]).
     pub fn at_inference(
         c: &ModelConfig,
         len: usize,
@@ -98,15 +161,9 @@ impl Objects {
         let config = RopeConfig::with_scaling(c.head_dim(), c.rope_base, scaling)?;
         let freqs = config.frequencies(Some(len))?;
         let mut objects = Self::at(&contiguous(len), &freqs, device);
-        if let Some(r) = &inference.rerope {
-            let rerope = r.over(Rope::new(config, RopeLayout::Half))?;
+        let rope = Rope::new(config, RopeLayout::Half);
+        if let Some((q2, k2, window)) = inference.second_pass(rope, len)? {
             // pass 2: q at q2(i), k at k2(j)
-            let q2: Vec<f64> = (0..len)
-                .map(|i| rerope.pass_two_positions(i, 0).0)
-                .collect();
-            let k2: Vec<f64> = (0..len)
-                .map(|j| rerope.pass_two_positions(0, j).1)
-                .collect();
             let (q_cos, q_sin) = tables(&q2, &freqs, device);
             let (k_cos, k_sin) = tables(&k2, &freqs, device);
             objects.windowed = Some(Box::new(WindowedRotation {
@@ -114,7 +171,7 @@ impl Objects {
                 q_sin,
                 k_cos,
                 k_sin,
-                window: r.window,
+                window,
             }));
         }
         if inference.log_n {
