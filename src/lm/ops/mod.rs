@@ -8,9 +8,13 @@
 //! [`ScoreTerms`], which [`Ops::attention`] applies:
 //!
 //! ```math
-//! s_{ij} = c \ \big((R q_i + u) \cdot R k_j + t_{ij} + a_{ij}\big) + b_{ij}, \qquad
+//! s_{ij} = c \ \big((\tau_i R q_i + u) \cdot R k_j + t_{ij} + a_{ij}\big) + b_{ij}, \qquad
 //! o_i = \sum_{j \le i} \alpha_{ij} v_j + \sum_{j \le i} \alpha_{ij} a^V_{ij}.
 //! ```
+//!
+//! At inference RoPE may add a query scale $\tau_i$ (log-$n$; 1 otherwise) and a second
+//! rotation $R^{(2)}$ whose product replaces $R q_i \cdot R k_j$ for the pairs $i - j \ge w$
+//! ([`WindowedRotation`]: ReRoPE, Leaky ReRoPE, Self-Extend).
 //!
 //! Every position term is a compact object, linear in $L$: a bias per distance or a
 //! piecewise-linear function of a feature of the distance ($b$), tables read at the column of

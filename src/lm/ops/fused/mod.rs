@@ -40,9 +40,11 @@ use super::{Gathered, PositionBias, Rotations, ScoreTerms, WindowedRotation};
 use extension::{AttentionTerms, FusedOps, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// Causal attention of `q, k, v [B, H, L, D]` with a scheme's `terms`
-/// ([`super::Ops::attention`]'s formula): rotations applied to $q, k$ first, $u$ added to
-/// the queries, then one fused operation that expands every other term inside its tiles and
-/// returns each term's gradient to its own compact object.
+/// ([`super::Ops::attention`]'s formula): rotations applied to $q, k$ first, the query scale
+/// $\tau_i$ and $u$ to the queries, then one fused operation that expands every other term
+/// inside its tiles and returns each term's gradient to its own compact object. With a second
+/// rotation ([`ScoreTerms::windowed`], evaluation only) the two-pass form instead
+/// ([`windowed_attention`]).
 pub fn attention(
     q: Tensor<4>,
     k: Tensor<4>,
