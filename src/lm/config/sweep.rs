@@ -256,6 +256,10 @@ impl Default for SweepConfig {
                         extension: Extension::LeakyReRope,
                         log_n: false,
                     },
+                    InferenceMethod {
+                        extension: Extension::SelfExtend,
+                        log_n: false,
+                    },
                     InferenceMethod::with_log_n(Extension::Plain),
                     InferenceMethod::with_log_n(Extension::Scaling(ScalingKind::Ntk)),
                     InferenceMethod::with_log_n(Extension::Scaling(ScalingKind::Yarn)),
