@@ -6,12 +6,14 @@
 
 pub mod checkpoint;
 pub mod extension;
+pub mod inference;
 pub mod keys;
 pub mod sweep;
 pub mod train;
 
 pub use checkpoint::{CheckpointInfo, WeightDtype};
 pub use extension::{FinetuneControl, SweepBudget, SweepFinetune, SWEEP_RAMP};
+pub use inference::{Extension, InferenceMethod};
 pub use keys::MODEL_KEYS;
 pub use sweep::{check_lengths, Mode, SweepConfig, SweepEval};
 pub use train::TrainConfig;

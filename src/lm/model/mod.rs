@@ -25,7 +25,10 @@ use ndarray_rand::rand::SeedableRng;
 pub use crate::lm::config::{ModelConfig, Scheme};
 pub use crate::lm::ops::{to_vec, Kernels, Ops};
 pub use context::PositionContext;
-pub use schemes::{AbsolutePositions, AbsoluteRows, LayerInput, LayerPositions};
+pub use schemes::{
+    AbsolutePositions, AbsoluteRows, LayerInput, LayerPositions, ReRopeWindow, RopeInference,
+    SelfExtendWindow,
+};
 
 use crate::error::Result;
 use crate::lm::ops::{reference, AttentionParts, ScoreTerms};

@@ -8,9 +8,13 @@
 //! [`ScoreTerms`], which [`Ops::attention`] applies:
 //!
 //! ```math
-//! s_{ij} = c \ \big((R q_i + u) \cdot R k_j + t_{ij} + a_{ij}\big) + b_{ij}, \qquad
+//! s_{ij} = c \ \big((\tau_i R q_i + u) \cdot R k_j + t_{ij} + a_{ij}\big) + b_{ij}, \qquad
 //! o_i = \sum_{j \le i} \alpha_{ij} v_j + \sum_{j \le i} \alpha_{ij} a^V_{ij}.
 //! ```
+//!
+//! At inference RoPE may add a query scale $\tau_i$ (log-$n$; 1 otherwise) and a second
+//! rotation $R^{(2)}$ whose product replaces $R q_i \cdot R k_j$ for the pairs $i - j \ge w$
+//! ([`WindowedRotation`]: ReRoPE, Leaky ReRoPE, Self-Extend).
 //!
 //! Every position term is a compact object, linear in $L$: a bias per distance or a
 //! piecewise-linear function of a feature of the distance ($b$), tables read at the column of
@@ -160,6 +164,39 @@ impl Rotation {
     }
 }
 
+/// The second rotation of a two-pass attention (ReRoPE, Leaky ReRoPE): queries and keys
+/// rotated again, half layout, each with its own tables `[L, d_h]`; the pairs at distance
+/// $i - j \ge w$ take the product of these, $s_{ij} = R^{(2)}_i q_i \cdot R^{(2)}_j k_j$, the
+/// others the first rotation's. Evaluation only (the fused kernel returns no gradient).
+#[derive(Debug, Clone)]
+pub struct WindowedRotation {
+    /// $\cos$ at the queries' second positions (times the attention factor), both halves.
+    pub q_cos: Tensor<2>,
+    /// $\sin$ likewise.
+    pub q_sin: Tensor<2>,
+    /// $\cos$ at the keys' second positions.
+    pub k_cos: Tensor<2>,
+    /// $\sin$ likewise.
+    pub k_sin: Tensor<2>,
+    /// $w \ge 1$.
+    pub window: usize,
+}
+
+impl WindowedRotation {
+    /// $R^{(2)} q$ and $R^{(2)} k$ with the half-layout rotation `half`.
+    pub(crate) fn apply(
+        &self,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        half: RotateFn,
+    ) -> (Tensor<4>, Tensor<4>) {
+        (
+            half(q, &self.q_cos, &self.q_sin),
+            half(k, &self.k_cos, &self.k_sin),
+        )
+    }
+}
+
 /// Reads a tensor back as `f32` values.
 pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data()
@@ -289,6 +326,26 @@ pub struct ScoreTerms {
     pub values: Option<RelativeValues>,
     /// CoPE's $z_{ij}$, added to the masked scores (the composed attention only).
     pub contextual: Option<Contextual>,
+    /// $\tau_i$, a factor on every query after its rotation, `[L]` (log-$n$ scaling at
+    /// inference): $q_i \to \tau_i q_i$.
+    pub query_scale: Option<Tensor<1>>,
+    /// A second rotation for the pairs $i - j \ge w$ (ReRoPE at inference; with
+    /// [`ScoreTerms::rotation`] only).
+    pub windowed: Option<WindowedRotation>,
+}
+
+impl ScoreTerms {
+    /// $\tau_i q_i$ of `q [B, H, L, d_h]` where [`ScoreTerms::query_scale`] is set.
+    pub(crate) fn scale_queries(scale: Option<&Tensor<1>>, q: Tensor<4>) -> Tensor<4> {
+        match scale {
+            // [L] -> [1, 1, L, 1]
+            Some(tau) => {
+                let l = tau.dims()[0];
+                q * tau.clone().reshape([1, 1, l, 1])
+            }
+            None => q,
+        }
+    }
 }
 
 /// Scores, weights and output of the composed attention, all heads.

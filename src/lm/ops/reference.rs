@@ -253,6 +253,14 @@ pub fn contextual_term(q: &Tensor<4>, scores: &Tensor<4>, cx: &Contextual) -> Te
     high * w.clone() + low * (w.neg() + 1.0)
 }
 
+/// `true` at the pairs $i - j \ge w$, `[B, H, L, L]`.
+fn beyond_window(b: usize, h: usize, l: usize, w: usize, device: &Device) -> Tensor<4, Bool> {
+    let far: Vec<bool> = (0..l * l).map(|p| p / l >= p % l + w).collect();
+    Tensor::<2, Bool>::from_data(TensorData::new(far, [l, l]), device)
+        .unsqueeze::<4>()
+        .expand([b, h, l, l])
+}
+
 /// The model's causal attention with a scheme's terms ([`super::Ops::attention`]'s formula),
 /// every intermediate kept: rotate, score, scale, bias, mask, softmax, weigh the values. The
 /// compact terms are expanded to `[.., L, L]` first ([`position_bias`], [`gathered`],
@@ -265,6 +273,11 @@ pub fn attention_parts(
     scale: f32,
 ) -> AttentionParts {
     let [b, h, l, dh] = q.dims();
+    // the second pass rotates the unrotated q and k
+    let second = terms
+        .windowed
+        .as_ref()
+        .map(|w| (w.apply(q.clone(), k.clone(), rope_half), w.window));
     let (q, k) = match &terms.rotation {
         Some(rotation) => rotation.apply(
             q,
@@ -277,6 +290,8 @@ pub fn attention_parts(
         ),
         None => (q, k),
     };
+    // tau_i R q_i
+    let q = ScoreTerms::scale_queries(terms.query_scale.as_ref(), q);
     let q_rotated = q.clone();
     let kt = k.swap_dims(2, 3);
     // (R q_i + u) . R k_j, [B, H, L, L]
@@ -284,6 +299,12 @@ pub fn attention_parts(
         Some(u) => (q + u.reshape([1, h, 1, dh])).matmul(kt),
         None => q.matmul(kt),
     };
+    // tau_i R2 q_i . R2 k_j where i - j >= w
+    if let Some(((q2, k2), w)) = second {
+        let q2 = ScoreTerms::scale_queries(terms.query_scale.as_ref(), q2);
+        let far = beyond_window(b, h, l, w, &q2.device());
+        scores = scores.mask_where(far, q2.matmul(k2.swap_dims(2, 3)));
+    }
     // + t_ij + a_ij
     if let Some(g) = terms.query_table {
         scores = scores + gathered(g, false);

@@ -44,9 +44,10 @@ use burn::tensor::{Device, Tensor};
 
 use super::context::PositionContext;
 use crate::encodings::rope::{RandomEval, RopeScaling};
-use crate::error::Result;
+use crate::error::{invalid, Result};
 use crate::lm::config::{ModelConfig, Scheme};
 use crate::lm::ops::{Ops, ScoreTerms};
+pub use rope::{ReRopeWindow, RopeInference, SelfExtendWindow};
 
 /// The payload of a scheme without parameters of its own in a layer or in the model.
 #[derive(Module, Debug)]
@@ -222,16 +223,27 @@ impl LayerPositions {
 
 /// The position-only objects of `c`'s scheme for `len` positions, on the device, typed by
 /// the scheme (read back with [`PositionContext::objects`]). `rope_scaling` replaces plain
-/// RoPE's frequencies at inference.
+/// RoPE's frequencies at inference, `inference` adds ReRoPE's window and log-$n$ to them.
 ///
 /// # Errors
-/// When the encodings reject the configuration.
+/// When the encodings reject the configuration; `inference` on a scheme that is not RoPE.
 pub(crate) fn objects(
     c: &ModelConfig,
     len: usize,
     rope_scaling: RopeScaling,
+    inference: &RopeInference,
     device: &Device,
 ) -> Result<Arc<dyn Any + Send + Sync>> {
+    if c.scheme != Scheme::Rope && !inference.is_plain() {
+        return Err(invalid(
+            "inference",
+            format!("{inference:?}"),
+            format!(
+                "ReRoPE and log-n for RoPE models only (this one is {})",
+                c.scheme
+            ),
+        ));
+    }
     Ok(match c.scheme {
         Scheme::Nope => Arc::new(nope::Objects),
         Scheme::Sinusoidal => Arc::new(sinusoidal::Objects::new(c, len, device)?),
@@ -241,7 +253,13 @@ pub(crate) fn objects(
         // TUPE's bucket bias is T5's, over the same buckets
         Scheme::T5 | Scheme::Tupe => Arc::new(t5::Objects::new(c, len, device)?),
         Scheme::Deberta => Arc::new(deberta::Objects::new(c, len)?),
-        Scheme::Rope => Arc::new(rope::Objects::new(c, len, rope_scaling, device)?),
+        Scheme::Rope => Arc::new(rope::Objects::at_inference(
+            c,
+            len,
+            rope_scaling,
+            inference,
+            device,
+        )?),
         Scheme::Alibi => Arc::new(alibi::Objects::new(c, len, device)?),
         Scheme::Xpos => Arc::new(xpos::Objects::new(c, len, device)?),
         Scheme::Kerple => Arc::new(kerple::Objects::new(len, device)),
