@@ -57,7 +57,7 @@ for s in $SCHEMES; do
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Every scheme on the fused path alone (no PyTorch peer for most of them), for the projection.
-ALL_SCHEMES=${ALL_SCHEMES:-"nope sinusoidal learned shaw xl t5 deberta tupe rope alibi xpos kerple fire dpb partial_rope p_rope rope_nope random_rope"}
+ALL_SCHEMES=${ALL_SCHEMES:-"nope sinusoidal learned shaw xl t5 deberta tupe rope alibi xpos kerple fire dpb partial_rope p_rope rope_nope random_rope dd_alibi cope"}
 echo "fused bytes/s of every scheme ($STEPS steps each):"
 all_rates=""
 for s in $ALL_SCHEMES; do

@@ -45,18 +45,25 @@ pub struct UsagePage;
 pub mod prelude {
     pub use crate::attention::{attention, AttentionOutput, PositionScheme};
     pub use crate::encodings::alibi::{alibi_bias, alibi_slopes, Alibi};
+    pub use crate::encodings::cope::Cope;
+    pub use crate::encodings::dd_alibi::{DataDependentAlibi, ForgetBias};
     pub use crate::encodings::deberta::{
         deberta_relative_positions, make_log_bucket_position, DebertaRelative, LogBuckets,
     };
+    pub use crate::encodings::dpb::{dpb_feature, DynamicPositionBias};
     pub use crate::encodings::fire::Fire;
     pub use crate::encodings::kerple::{cpd_spectrum, Kerple, KerpleKind};
     pub use crate::encodings::learned::LearnedAbsolute;
-    pub use crate::encodings::nope::NoPe;
+    pub use crate::encodings::nope::{is_nope_layer, NoPe};
     pub use crate::encodings::rope::{
         apply_rope, apply_rope_partial, phase_error, query_weights, rope_cos_sin, rope_half,
         rope_interleaved, self_extend_distance, stale_cache_error, AnglePrecision, DynamicNtkRope,
         LayerScaling, LongRope, Misreading, ModelRope, ReRope, Rope, RopeConfig, RopeFrequencies,
         RopeLayout, RopeScaling, SelfExtend,
+    };
+    pub use crate::encodings::rope::{
+        neox_to_half, p_rope_inv_freq, p_rope_pairs, partial_inv_freq, partial_rotary_dim,
+        sample_positions, PairRope, RandomEval, RandomPositions, RandomRope,
     };
     pub use crate::encodings::shaw::{relative_index_matrix, ShawRelative};
     pub use crate::encodings::sinusoidal::{

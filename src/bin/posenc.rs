@@ -14,6 +14,9 @@
 
 #[path = "posenc/dump.rs"]
 mod dump;
+#[cfg(feature = "train")]
+#[path = "posenc/eval_cli.rs"]
+mod eval_cli;
 #[path = "posenc/named_arg.rs"]
 mod named_arg;
 #[path = "posenc/rope.rs"]
@@ -81,7 +84,7 @@ enum Command {
     Train(Box<train_cli::TrainArgs>),
     /// Perplexity of a checkpoint versus length (CSV on standard output; --csv also writes it).
     #[cfg(feature = "train")]
-    Eval(Box<train_cli::EvalArgs>),
+    Eval(Box<eval_cli::EvalArgs>),
     /// Train and evaluate every scheme (the results table).
     #[cfg(feature = "train")]
     Sweep(train_cli::SweepArgs),
@@ -263,7 +266,7 @@ fn run(cli: Cli) -> Result<String, String> {
         #[cfg(feature = "train")]
         Command::Train(args) => return train_cli::train(*args),
         #[cfg(feature = "train")]
-        Command::Eval(args) => return train_cli::eval(*args),
+        Command::Eval(args) => return eval_cli::eval(*args),
         #[cfg(feature = "train")]
         Command::Sweep(args) => return train_cli::sweep(args),
         #[cfg(feature = "train")]

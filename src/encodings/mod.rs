@@ -18,10 +18,14 @@
 //! | [`kerple`] | Kerple (log, power) | score bias |
 //! | [`fire`] | FIRE | score bias |
 //! | [`dpb`] | dynamic position bias (CrossFormer; x-transformers) | score bias |
+//! | [`cope`] | CoPE, contextual positions (Golovneva et al. 2024) | score term from the logits |
+//! | [`dd_alibi`] | data-dependent ALiBi, the forgetting gate (Forgetting Transformer) | score bias from the input |
 //! | [`nope`] | NoPE | nothing |
 //! | [`temperature`] | log-$n$ and floor-log query scales | scale q |
 
 pub mod alibi;
+pub mod cope;
+pub mod dd_alibi;
 pub mod deberta;
 pub mod dpb;
 pub mod fire;

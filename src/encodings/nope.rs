@@ -21,7 +21,8 @@
 //! $(\ell + 1) \bmod n = 0$ ([`is_nope_layer`]): the last of every $n$. Llama 4 also scales the
 //! NoPE layers' queries by $1 + 0.1 \ln(1 + \lfloor (m + 1)/8192 \rfloor)$
 //! (`attn_temperature_tuning`, [`super::temperature::Temperature::llama4`]), 1 at every
-//! position below 8191; Command A does not.
+//! position below 8191; Command A does not. The hybrid's layers, against Llama 4's and Command
+//! A's, in `notebooks/14_schemes_since_2023.ipynb`.
 
 use super::PositionScheme;
 

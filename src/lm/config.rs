@@ -6,12 +6,14 @@
 
 pub mod checkpoint;
 pub mod extension;
+pub mod inference;
 pub mod keys;
 pub mod sweep;
 pub mod train;
 
 pub use checkpoint::{CheckpointInfo, WeightDtype};
 pub use extension::{FinetuneControl, SweepBudget, SweepFinetune, SWEEP_RAMP};
+pub use inference::{Extension, InferenceMethod};
 pub use keys::MODEL_KEYS;
 pub use sweep::{check_lengths, Mode, SweepConfig, SweepEval};
 pub use train::TrainConfig;
@@ -20,6 +22,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::encodings::cope;
+use crate::encodings::dd_alibi;
 use crate::encodings::deberta::{self, LogBuckets};
 use crate::encodings::fire;
 use crate::encodings::rope::{
@@ -100,11 +104,17 @@ pub enum Scheme {
     /// RoPE trained at random ordered positions from `[0, random_positions_max)`.
     #[serde(rename = "random_rope")]
     RandomRope,
+    /// Data-dependent ALiBi (the forgetting gate): a bias summing the log gates of the tokens
+    /// between key and query.
+    #[serde(rename = "dd_alibi")]
+    DdAlibi,
+    /// CoPE: positions counted by gates from the query's own logits, embeddings interpolated.
+    Cope,
 }
 
 impl Scheme {
     /// All schemes, in the order of the results table.
-    pub const ALL: [Scheme; 18] = [
+    pub const ALL: [Scheme; 20] = [
         Scheme::Nope,
         Scheme::Sinusoidal,
         Scheme::Learned,
@@ -123,6 +133,8 @@ impl Scheme {
         Scheme::PRope,
         Scheme::RopeNope,
         Scheme::RandomRope,
+        Scheme::DdAlibi,
+        Scheme::Cope,
     ];
 
     /// One line on the scheme, for help texts.
@@ -148,6 +160,12 @@ impl Scheme {
             Scheme::PRope => "p-RoPE: RoPE with its slowest pairs left unrotated",
             Scheme::RopeNope => "RoPE layers with a global NoPE layer every few layers",
             Scheme::RandomRope => "RoPE trained at random ordered positions from a wider range",
+            Scheme::DdAlibi => {
+                "Data-dependent ALiBi: a forget gate per token and head sums to the bias"
+            }
+            Scheme::Cope => {
+                "CoPE: contextual positions, counts of sigmoid gates of the query's logits"
+            }
         }
     }
 
@@ -172,6 +190,8 @@ impl Scheme {
             Scheme::PRope => "p_rope",
             Scheme::RopeNope => "rope_nope",
             Scheme::RandomRope => "random_rope",
+            Scheme::DdAlibi => "dd_alibi",
+            Scheme::Cope => "cope",
         }
     }
 }
@@ -249,6 +269,12 @@ pub struct ModelConfig {
     pub random_positions_max: usize,
     /// Randomized RoPE's positions at evaluation; default sampled (as the reference code).
     pub random_positions_eval: RandomEval,
+    /// Data-dependent ALiBi's initial gate bias $b_h$; default 5 (x-transformers'
+    /// `bias_init`: $\sigma(5) \approx 0.993$, a nearly open gate).
+    pub dd_alibi_gate_bias: f32,
+    /// CoPE's positions $P$ (rows of its embedding table; counts clamp at $P - 1$); default
+    /// 16 (x-transformers' `cope_max_pos`).
+    pub cope_max_pos: usize,
 }
 
 impl Default for ModelConfig {
@@ -282,6 +308,8 @@ impl Default for ModelConfig {
             nope_every: 4,
             random_positions_max: 32_768,
             random_positions_eval: RandomEval::Sampled,
+            dd_alibi_gate_bias: dd_alibi::GATE_BIAS_INIT,
+            cope_max_pos: cope::DEFAULT_MAX_POS,
         }
     }
 }
@@ -349,7 +377,9 @@ impl ModelConfig {
             | Scheme::PartialRope
             | Scheme::PRope
             | Scheme::RopeNope
-            | Scheme::RandomRope => 1.0 / (dh as f32).sqrt(),
+            | Scheme::RandomRope
+            | Scheme::DdAlibi
+            | Scheme::Cope => 1.0 / (dh as f32).sqrt(),
         }
     }
 
@@ -542,6 +572,18 @@ impl ModelConfig {
                     &format!("at least train_len = {}", self.train_len),
                 )?;
             }
+            Scheme::DdAlibi => ensure(
+                self.dd_alibi_gate_bias.is_finite(),
+                "dd_alibi_gate_bias",
+                self.dd_alibi_gate_bias,
+                "a finite number",
+            )?,
+            Scheme::Cope => ensure(
+                (1..=cope::MAX_POS).contains(&self.cope_max_pos),
+                "cope_max_pos",
+                self.cope_max_pos,
+                &format!("1 to {}", cope::MAX_POS),
+            )?,
         }
         ensure(
             self.rope_base.is_finite() && self.rope_base > 1.0,

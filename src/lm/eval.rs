@@ -34,7 +34,7 @@ use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
 pub use crate::encodings::rope::ScalingKind;
-use crate::encodings::rope::{RampBounds, RopeScaling};
+use crate::encodings::rope::{RampBounds, Rope, RopeConfig, RopeLayout, RopeScaling};
 use crate::error::{invalid, Error, Result};
 use crate::io::csv::csv_bytes;
 use crate::io::write_atomic;
@@ -45,6 +45,7 @@ use crate::lm::memory::{available_bytes, eval_bytes, MemoryPlan};
 use crate::lm::model::{
     int_tensor, to_vec, Kernels, Lm, ModelConfig, Ops, PositionContext, Scheme,
 };
+pub use crate::lm::model::{ReRopeWindow, RopeInference, SelfExtendWindow};
 use crate::lm::ops::is_flex;
 pub use crate::results::{PositionRow, ResultRow, WindowRow};
 
@@ -76,6 +77,9 @@ pub struct EvalOptions {
     pub split: String,
     /// RoPE scaling at inference (RoPE checkpoints only).
     pub scaling: Option<InferenceScaling>,
+    /// ReRoPE's or Self-Extend's window and log-$n$ at inference (RoPE checkpoints only; the
+    /// default changes nothing).
+    pub rope: RopeInference,
     /// Force one pass per length even where one pass would do (for tests).
     pub force_separate: bool,
     /// Write the mean loss at every position of the longest window to this CSV.
@@ -110,8 +114,22 @@ impl EvalPlan {
     /// The plan for `model` and `opts`.
     ///
     /// # Errors
-    /// A scaling on a model that is not RoPE.
+    /// A scaling, ReRoPE, Self-Extend or log-$n$ on a model that is not RoPE; a window or
+    /// group of 0, a $k$ below 1, ReRoPE with Self-Extend.
     pub fn new(model: &ModelConfig, opts: &EvalOptions) -> Result<Self> {
+        if !opts.rope.is_plain() && model.scheme != Scheme::Rope {
+            return Err(invalid(
+                "--rerope/--self-extend/--log-n",
+                format!("{:?}", opts.rope),
+                format!("only for RoPE checkpoints (this one is {})", model.scheme),
+            ));
+        }
+        // w >= 1, k finite and >= 1, G >= 1, checked by the encodings before any window runs
+        let rope = Rope::new(
+            RopeConfig::new(model.head_dim(), model.rope_base)?,
+            RopeLayout::Half,
+        );
+        opts.rope.second_pass(rope, 0)?;
         let scaling_at: Vec<(usize, RopeScaling)> = match &opts.scaling {
             None => opts
                 .lengths
@@ -433,7 +451,7 @@ fn window_losses(
     opts: &EvalOptions,
 ) -> Result<Vec<Vec<f32>>> {
     let progress = opts.progress;
-    let ctx = PositionContext::new(c, l, scaling, device)?;
+    let ctx = PositionContext::at_inference(c, l, scaling, &opts.rope, device)?;
     let ops = Ops::new(opts.kernels, device);
     let chunks: Vec<&[usize]> = starts.chunks(batch_for(l)).collect();
     let bar = progress_bar(
@@ -500,6 +518,7 @@ mod tests {
                 segment_bytes: 512,
                 split: "valid".to_string(),
                 scaling: None,
+                rope: RopeInference::default(),
                 force_separate: false,
                 per_position: None,
                 progress: false,

@@ -8,7 +8,8 @@
 //! ($q, k, v$ and its output beside the same two, $6d$, and the scheme's compact position
 //! terms $t$), and the logits ($2d + 2V$); per thread, one tile of scores `TILE x L`. The
 //! composed reference kernels add a few `[B, H, L, L]` tensors (scores, mask, weights and
-//! the schemes' dense terms).
+//! the schemes' dense terms); so does CoPE with either kernels (its attention is composed
+//! only), which limits its evaluation length to what those fit in.
 //!
 //! ```math
 //! \text{bytes} \approx M_0 + 8P + 4\,B L\,\big(\max(2d + 3 d_{ff},\ 6d + t,\ 2d + 2V) + d\big)
@@ -44,7 +45,11 @@ fn term_values(c: &ModelConfig) -> u64 {
         | Scheme::PartialRope
         | Scheme::PRope
         | Scheme::RopeNope
-        | Scheme::RandomRope => h,
+        | Scheme::RandomRope
+        | Scheme::Cope => h,
+        // x w + b, its log gates and running sum [H]; the running sum over c in the query's
+        // and the key's row [H] each
+        Scheme::DdAlibi => 5 * h,
         // the row's bias [H]; per call, the first rows' bias and slopes x feature [H] each,
         // every row's pieces (at most hidden + 1, three u32 each) and where they start
         Scheme::Fire => 3 * h + 3 * (c.fire_hidden as u64 + 1) + 2,
@@ -64,7 +69,11 @@ fn term_values(c: &ModelConfig) -> u64 {
 fn dense_terms(c: &ModelConfig) -> u64 {
     match c.scheme {
         Scheme::Shaw | Scheme::Xl => 3,
-        Scheme::Deberta => 4,
+        // two gathers of a one-column table, as DeBERTa's
+        Scheme::Deberta | Scheme::DdAlibi => 4,
+        // gates, their total and running sum, p, its floor, ceiling and fraction, the two
+        // gathers and z
+        Scheme::Cope => 10,
         Scheme::Nope
         | Scheme::Sinusoidal
         | Scheme::Learned
@@ -102,9 +111,12 @@ pub fn eval_bytes(
         + d;
     let activations = 4 * b * l * per_position;
     let tiles = 4 * 3 * (TILE as u64) * threads.max(1) as u64 * l;
-    let dense = match kernels {
-        Kernels::Fused => 0,
-        Kernels::Reference => 4 * (3 + dense_terms(c)) * b * c.heads as u64 * l * l,
+    // CoPE has no fused attention: its composed one runs with either kernels
+    let dense = match (kernels, c.scheme) {
+        (Kernels::Reference, _) | (Kernels::Fused, Scheme::Cope) => {
+            4 * (3 + dense_terms(c)) * b * c.heads as u64 * l * l
+        }
+        (Kernels::Fused, _) => 0,
     };
     BASE_BYTES + 2 * 4 * params + activations + tiles + dense
 }

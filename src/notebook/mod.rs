@@ -27,7 +27,9 @@
 //!   behind it), [`max_err`] measures the largest difference of two arrays, [`randn`] makes
 //!   seeded random inputs; [`golden_array`] and [`golden_number`] read the golden files of
 //!   `tests/golden/`, [`rope_golden_distance`] measures RoPE frequencies against one of its
-//!   cases in ulps ([`max_ulps`]);
+//!   cases in ulps ([`max_ulps`]), [`golden_matrix`] reads a matrix of a case, and
+//!   [`golden_dpb`] loads an x-transformers DPB case into the crate's
+//!   [`crate::encodings::dpb::DynamicPositionBias`] beside the bias it computed;
 //! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
 //!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
 //!   ends in a `Figure` or a `DataFrame` displays it the same way;
@@ -64,6 +66,7 @@ mod check;
 mod display;
 mod figures;
 mod golden;
+mod golden_json;
 mod relative;
 pub mod results;
 mod schemes;
@@ -89,6 +92,7 @@ pub use figures::{
     Panels, ToF64, Values, MAX_PANELS, PALETTE,
 };
 pub use golden::{golden_array, golden_number, max_ulps, rope_golden_distance};
+pub use golden_json::{golden_dpb, golden_matrix};
 pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
 pub use relative::{
     constant_from, mass_window, position_maps, toeplitz_err, weights_by_distance, PositionMap,

@@ -1,7 +1,8 @@
 //! The results of `posenc sweep` for the notebooks: everything of [`crate::results`]
 //! (re-exported here, so a notebook's `results::` names both) and polars views of it: the
 //! results table as a DataFrame ([`table_frame`], the same cells as the README's markdown),
-//! the validation curves over seeds ([`curves_frame`]), and any CSV file as a DataFrame
+//! the validation curves over seeds ([`curves_frame`]), the setup read back from the
+//! checkpoints ([`setup_frame`]), and any CSV file as a DataFrame
 //! ([`read_csv`], [`column_f64`], [`column_str`]) for the exports the binary writes.
 
 use std::path::Path;
@@ -123,6 +124,67 @@ pub fn curves_frame(points: &[CurvePoint]) -> Result<DataFrame> {
         Series::new("mean".into(), loss(|p| p.mean)).into(),
         Series::new("min".into(), loss(|p| p.min)).into(),
         Series::new("max".into(), loss(|p| p.max)).into(),
+    ])
+}
+
+/// The setup of a sweep ([`check_setup`]) as a DataFrame, one row per checkpoint: `checkpoint`
+/// (its folder), `trained` ([`SetupRow::describe`]), `scheme`, `seed`, `parameters`, `steps`,
+/// `batch x length`, `training bytes (MB)`, `peak lr`, `final train loss (nats/byte)`,
+/// `training time (min)` and `throughput (bytes/s)`.
+///
+/// # Errors
+/// [`Error::Io`] if polars refuses the columns.
+pub fn setup_frame(setup: &Setup) -> Result<DataFrame> {
+    let rows = &setup.rows;
+    let info = |f: fn(&crate::lm::config::CheckpointInfo) -> f64| {
+        rows.iter().map(|r| f(&r.model.info)).collect::<Vec<f64>>()
+    };
+    let count = |f: fn(&SetupRow) -> u64| rows.iter().map(f).collect::<Vec<u64>>();
+    let text = |f: fn(&SetupRow) -> String| rows.iter().map(f).collect::<Vec<String>>();
+    frame(vec![
+        Series::new("checkpoint".into(), text(|r| r.model.name.clone())).into(),
+        Series::new("trained".into(), text(SetupRow::describe)).into(),
+        Series::new(
+            "scheme".into(),
+            text(|r| r.model.info.model.scheme.to_string()),
+        )
+        .into(),
+        Series::new("seed".into(), count(|r| r.model.info.train.seed)).into(),
+        Series::new("parameters".into(), count(|r| r.model.info.params as u64)).into(),
+        Series::new("steps".into(), count(|r| r.model.info.train.steps as u64)).into(),
+        Series::new(
+            "batch x length".into(),
+            text(|r| {
+                format!(
+                    "{} x {}",
+                    r.model.info.train.batch, r.model.info.model.train_len
+                )
+            }),
+        )
+        .into(),
+        Series::new(
+            "training bytes (MB)".into(),
+            rows.iter()
+                .map(|r| r.bytes() as f64 / 1e6)
+                .collect::<Vec<f64>>(),
+        )
+        .into(),
+        Series::new("peak lr".into(), info(|i| i.train.lr)).into(),
+        Series::new(
+            "final train loss (nats/byte)".into(),
+            info(|i| i.final_train_loss.unwrap_or(f64::NAN)),
+        )
+        .into(),
+        Series::new(
+            "training time (min)".into(),
+            info(|i| i.train_seconds / 60.0),
+        )
+        .into(),
+        Series::new(
+            "throughput (bytes/s)".into(),
+            info(|i| i.tokens_per_second.unwrap_or(f64::NAN)),
+        )
+        .into(),
     ])
 }
 
@@ -252,6 +314,46 @@ mod tests {
         assert_eq!(column_f64(&df, "min").unwrap(), [2.0, 2.6]);
         assert_eq!(column_f64(&df, "max").unwrap(), [2.4, 2.6]);
         assert!((column_f64(&df, "mean").unwrap()[0] - 2.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_setup_frame_has_a_row_per_checkpoint_with_its_bytes() {
+        use crate::lm::config::{CheckpointInfo, ModelConfig, SweepConfig, WeightDtype};
+        let record = SweepConfig::default();
+        let models: Vec<TrainedModel> = [(Scheme::Rope, 0), (Scheme::Alibi, 1)]
+            .into_iter()
+            .map(|(scheme, seed)| {
+                let model = ModelConfig {
+                    scheme,
+                    ..record.model.clone()
+                };
+                let train = crate::lm::config::TrainConfig {
+                    seed,
+                    ..record.train.clone()
+                };
+                let mut info = CheckpointInfo::new(model, train, 826_112, WeightDtype::F16);
+                info.step = info.train.steps;
+                info.train_seconds = 120.0;
+                info.corpus_digest = Some("sha256:text".into());
+                TrainedModel {
+                    name: format!("{scheme}-seed{seed}"),
+                    info,
+                }
+            })
+            .collect();
+        let setup = check_setup(&record, &models);
+        assert!(setup.problems.is_empty(), "{:?}", setup.problems);
+        let df = setup_frame(&setup).unwrap();
+        assert_eq!(
+            column_str(&df, "checkpoint").unwrap(),
+            ["rope-seed0", "alibi-seed1"]
+        );
+        assert_eq!(column_str(&df, "trained").unwrap(), ["from scratch"; 2]);
+        assert_eq!(column_f64(&df, "seed").unwrap(), [0.0, 1.0]);
+        // 2000 steps of 32 x 128 bytes
+        assert_eq!(column_f64(&df, "training bytes (MB)").unwrap(), [8.192; 2]);
+        assert_eq!(column_f64(&df, "training time (min)").unwrap(), [2.0; 2]);
+        assert_eq!(column_str(&df, "batch x length").unwrap(), ["32 x 128"; 2]);
     }
 
     #[test]

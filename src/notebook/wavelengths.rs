@@ -10,7 +10,8 @@ use crate::encodings::rope::RopeFrequencies;
 /// Each pair's wavelength $\lambda_i = 2\pi/\theta_i$ (in tokens) against its index $i$, one line
 /// per set of frequencies, and a horizontal line at each named length: a pair above a length
 /// does not complete one turn within it, so a model trained at that length has seen only part
-/// of its circle. Log y axis, axes labelled; the caller adds the title.
+/// of its circle. A pair at frequency 0 (partial RoPE's and p-RoPE's unrotated pairs) never
+/// turns and has no point. Log y axis, axes labelled; the caller adds the title.
 ///
 /// # Examples
 /// ```
@@ -34,9 +35,14 @@ pub fn wavelengths<S: AsRef<str>, T: AsRef<str>>(
     let mut series: Vec<(String, Vec<f64>, Vec<f64>)> = freqs
         .iter()
         .map(|(name, f)| {
-            let index = (0..f.inv_freq.len()).map(|i| i as f64).collect();
-            // lambda_i = 2 pi / theta_i
-            let lambda = f.inv_freq.iter().map(|&t| TAU / f64::from(t)).collect();
+            // lambda_i = 2 pi / theta_i, for the pairs that turn (theta_i > 0)
+            let (index, lambda) = f
+                .inv_freq
+                .iter()
+                .enumerate()
+                .filter(|(_, &t)| t > 0.0)
+                .map(|(i, &t)| (i as f64, TAU / f64::from(t)))
+                .unzip();
             (name.as_ref().to_string(), index, lambda)
         })
         .collect();
@@ -74,5 +80,21 @@ mod tests {
         assert_eq!(data[1]["name"], "L");
         assert_eq!(data[1]["x"][1], 1.0);
         assert_eq!(json["layout"]["yaxis"]["type"], "log");
+    }
+
+    /// Pairs at frequency 0 are left out, the others keep their index.
+    #[test]
+    fn pairs_that_never_turn_have_no_point() {
+        let f = RopeFrequencies {
+            inv_freq: vec![1.0, 0.0, 0.01, 0.0],
+            attention_factor: 1.0,
+        };
+        let fig = wavelengths(&[("p-rope", &f)], &[] as &[(&str, f64)])
+            .figure()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&fig.to_json()).unwrap();
+        let trace = &json["data"][0];
+        assert_eq!(trace["x"], serde_json::json!([0.0, 2.0]));
+        assert_eq!(trace["y"].as_array().unwrap().len(), 2);
     }
 }

@@ -4,7 +4,8 @@
 //! over seeds ([`stats`]) and paired windows ([`paired`]), the tests behind every verdict ([`inference`]:
 //! a $t$ test over seeds with [`student`]'s distribution, Holm's correction, a bootstrap over
 //! the text), curves over seeds and the plateau of each run ([`curves`]), the one results
-//! table ([`table`]) and its markdown ([`markdown`], `posenc report`).
+//! table ([`table`]) and its markdown ([`markdown`], `posenc report`), and the setup of a
+//! sweep read back from its checkpoints ([`setup`]).
 //!
 //! The notebooks render the same table and curves as DataFrames and figures
 //! (`posenc::notebook::results`, feature `notebook`); `posenc eval` and `posenc sweep`
@@ -26,6 +27,7 @@ pub mod inference;
 pub mod markdown;
 pub mod paired;
 pub mod rows;
+pub mod setup;
 pub mod stats;
 pub mod student;
 pub mod table;
@@ -48,6 +50,7 @@ pub use paired::{matched_segments, paired_difference, PairedDifference, WindowKe
 pub use rows::{
     with_seed_count, CurveRow, Mode, ModelKey, PositionRow, ResultRow, Scheme, WindowRow, BASE,
 };
+pub use setup::{check_setup, read_checkpoints, Setup, SetupRow, TrainedModel, Training};
 pub use stats::{mean_and_sd, seed_summaries, SeedSummary};
 pub use student::{t_cdf, t_quantile, two_sided_p};
 pub use table::{ResultsTable, TableRow};

@@ -455,6 +455,29 @@ mod tests {
         (rows, windows)
     }
 
+    /// The variants of RoPE extended at inference (ReRoPE, Leaky ReRoPE, log-n alone or on a
+    /// scaling) are models of the table like the scalings: a row each, labelled
+    /// `rope/VARIANT`, in the order the rows give them (no windows), and any of them can be
+    /// the reference.
+    #[test]
+    fn extensions_at_inference_are_models_of_the_table() {
+        let variants = ["yarn", "rerope", "leaky-rerope", "log-n", "yarn+log-n"];
+        let rows: Vec<ResultRow> = variants
+            .iter()
+            .enumerate()
+            .flat_map(|(v, name)| {
+                [128, 512].map(|l| ResultRow::example(Scheme::Rope, name, l, 0, 1.0 + v as f64))
+            })
+            .collect();
+        let table = ResultsTable::new(&rows, None, Mode::Nonoverlap).unwrap();
+        let labels: Vec<String> = table.cells().iter().map(|c| c[0].clone()).collect();
+        let want: Vec<String> = variants.iter().map(|v| format!("rope/{v}")).collect();
+        assert_eq!(labels, want);
+        let leaky = ModelKey::new(Scheme::Rope, "leaky-rerope");
+        assert!(!leaky.is_finetune() && !leaky.is_base());
+        assert!(ResultsTable::with_reference(&rows, None, Mode::Nonoverlap, Some(&leaky)).is_ok());
+    }
+
     #[test]
     fn cells_follow_the_readme_rules() {
         let (rows, windows) = sample();

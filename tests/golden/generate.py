@@ -18,7 +18,7 @@ byte-identical files):
     t5_buckets.json, deberta_buckets.json, alibi_slopes.json, rope.json,
     xl_rel_shift.json, rope_yarn_grid.json, rope_configs.json (and configs/v5/*.json),
     rope_ntk_by_parts.json, dpb.json, rope_partial.json, rope_proportional.json,
-    rope_nope_layers.json
+    rope_nope_layers.json, dd_alibi.json, cope.json
 
 Floating-point values are float32 tensor elements converted with float(), so
 each JSON number is the exact decimal expansion (shortest repr of the double)
@@ -934,6 +934,96 @@ def rope_nope_layers():
     )
 
 
+def dd_alibi():
+    """x-transformers' DataDependentAlibi(dim, heads) (causal, bias_init 5, post_log_scale 1),
+    seeded, on a seeded input x [1, n, dim]: its gate (torch layout: Linear weight [heads, dim])
+    and `forward(x)`, the [heads, n, n] bias C_i - C_j with C the running sum of
+    ln sigmoid(x W^T + b) over the tokens (future keys included). One case draws the gate's
+    bias at random (its initial 5 everywhere would not test the per-head bias)."""
+    from x_transformers.x_transformers import DataDependentAlibi
+
+    cases = []
+    # (dim, heads, n, input scale, random bias, seed)
+    grid = [(8, 2, 6, 1.0, False, 0), (16, 4, 9, 4.0, False, 1), (12, 3, 7, 2.0, True, 2)]
+    for dim, heads, n, scale, random_bias, seed in grid:
+        torch.manual_seed(seed)
+        module = DataDependentAlibi(dim, heads)
+        linear = module.to_forget_gates[0]
+        x = torch.randn(1, n, dim) * scale
+        with torch.no_grad():
+            if random_bias:
+                linear.bias.uniform_(-3.0, 6.0)
+            bias = module(x)[0]
+        cases.append(
+            {
+                "dim": dim,
+                "heads": heads,
+                "n": n,
+                "seed": seed,
+                "weight": f32_list(linear.weight),
+                "bias": f32_list(linear.bias),
+                "x": f32_list(x[0]),
+                "attn_bias": f32_list(bias),
+            }
+        )
+    write_fixture(
+        "dd_alibi.json",
+        {
+            "generator": {**GENERATOR, "x-transformers": x_transformers_version()},
+            "reference": "x_transformers.x_transformers.DataDependentAlibi(dim, heads) after torch.manual_seed(seed); "
+            "x = torch.randn(1, n, dim) * scale; attn_bias = module(x)[0], [heads][i][j] = C_i - C_j",
+            "cases": cases,
+        },
+    )
+
+
+def cope():
+    """x-transformers' CoPE(dim=dim_head, heads, max_pos) (soft_onehot and talking_heads off),
+    as x-transformers' Attend applies it: attn_logits = (q k^T) * dim_head^-0.5, future keys
+    filled with -finfo.max (so their gates are 0), then `cope(q, attn_logits)`, the
+    [heads, n, n] term added to the logits. The position embeddings are drawn at random (their
+    initial zeros would give a zero term)."""
+    from x_transformers.x_transformers import CoPE
+
+    cases = []
+    # (dim_head, heads, n, max_pos, q/k scale, seed): counts below and above max_pos - 1
+    grid = [(8, 2, 6, 16, 1.0, 0), (4, 3, 12, 4, 2.0, 1), (8, 1, 9, 5, 0.5, 2)]
+    for dim, heads, n, max_pos, scale, seed in grid:
+        torch.manual_seed(seed)
+        module = CoPE(dim=dim, heads=heads, max_pos=max_pos)
+        q = torch.randn(1, heads, n, dim) * scale
+        k = torch.randn(1, heads, n, dim) * scale
+        with torch.no_grad():
+            module.pos_emb.normal_()
+            sim = torch.einsum("b h i d, b h j d -> b h i j", q, k) * dim**-0.5
+            causal = torch.ones(n, n, dtype=torch.bool).triu(1)
+            sim = sim.masked_fill(causal, -torch.finfo(sim.dtype).max)
+            term = module(q, sim)[0]
+        cases.append(
+            {
+                "dim_head": dim,
+                "heads": heads,
+                "n": n,
+                "max_pos": max_pos,
+                "seed": seed,
+                "q": f32_list(q[0]),
+                "k": f32_list(k[0]),
+                "pos_emb": f32_list(module.pos_emb.detach()),
+                "term": f32_list(term),
+            }
+        )
+    write_fixture(
+        "cope.json",
+        {
+            "generator": {**GENERATOR, "x-transformers": x_transformers_version()},
+            "reference": "x_transformers.x_transformers.CoPE(dim=dim_head, heads=heads, max_pos=max_pos) after "
+            "torch.manual_seed(seed), pos_emb drawn N(0, 1); term = module(q, sim)[0] with sim = q k^T / sqrt(dim_head), "
+            "future keys -finfo.max (x_transformers.attend.Attend), [heads][i][j], j <= i",
+            "cases": cases,
+        },
+    )
+
+
 FIXTURES = {
     "t5_buckets.json": t5_buckets,
     "deberta_buckets.json": deberta_buckets,
@@ -947,6 +1037,8 @@ FIXTURES = {
     "rope_partial.json": rope_partial,
     "rope_proportional.json": rope_proportional,
     "rope_nope_layers.json": rope_nope_layers,
+    "dd_alibi.json": dd_alibi,
+    "cope.json": cope,
 }
 
 

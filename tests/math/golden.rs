@@ -361,3 +361,96 @@ fn xl_rel_shift_equals_the_reference_code() {
     );
     println!("xl: {checked} golden values");
 }
+
+/// A `[rows][cols]` JSON matrix as `f32`.
+fn matrix32(v: &Value) -> Array2<f32> {
+    let rows: Vec<Vec<f32>> = v
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| floats(r).into_iter().map(|x| x as f32).collect())
+        .collect();
+    let cols = rows.first().map_or(0, Vec::len);
+    Array2::from_shape_vec((rows.len(), cols), rows.concat()).expect("a rectangular matrix")
+}
+
+/// x-transformers' `DataDependentAlibi` (its gate loaded, torch's `[heads, dim]` transposed)
+/// on its seeded input: the whole `[H, n, n]` bias $C_i - C_j$, future keys included, to 2e-6
+/// (float32 products and running sums in another order).
+#[test]
+fn dd_alibi_equals_x_transformers() {
+    let golden = fixture("dd_alibi.json");
+    let mut checked = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let gate = DataDependentAlibi::from_parts(
+            matrix32(&case["weight"]).reversed_axes(),
+            Array1::from(
+                floats(&case["bias"])
+                    .into_iter()
+                    .map(|x| x as f32)
+                    .collect::<Vec<_>>(),
+            ),
+        )
+        .unwrap();
+        let ours = gate.bias(matrix32(&case["x"]).view()).unwrap();
+        let want: Vec<f64> = case["attn_bias"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|h| h.as_array().unwrap().iter().flat_map(floats))
+            .collect();
+        assert_eq!(ours.len(), want.len());
+        for (&a, &b) in ours.iter().zip(&want) {
+            assert!(
+                (a as f64 - b).abs() < 2e-6,
+                "dd_alibi case {}: {a} vs {b}",
+                case["seed"]
+            );
+        }
+        checked += want.len();
+    }
+    assert_eq!(checked, 2 * 36 + 4 * 81 + 3 * 49);
+}
+
+/// A `[heads][rows][cols]` JSON array as one `[rows, cols]` matrix per head.
+fn heads32(v: &Value) -> Vec<Array2<f32>> {
+    v.as_array().expect("heads").iter().map(matrix32).collect()
+}
+
+/// x-transformers' `CoPE` as its `Attend` applies it (logits $q k^\top / \sqrt{d_h}$, future
+/// keys masked before the gates), on seeded queries, keys and embeddings: the term of every
+/// pair a query sees, counts below and above `max_pos - 1`, to 1e-5 (sums of sigmoids in
+/// another order).
+#[test]
+fn cope_equals_x_transformers() {
+    let golden = fixture("cope.json");
+    let mut checked = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let cope = Cope::from_table(matrix32(&case["pos_emb"])).unwrap();
+        let (qs, ks, want) = (
+            heads32(&case["q"]),
+            heads32(&case["k"]),
+            heads32(&case["term"]),
+        );
+        for ((q, k), want) in qs.iter().zip(&ks).zip(&want) {
+            let c = 1.0 / (q.ncols() as f32).sqrt();
+            let scores = q.dot(&k.t()) * c;
+            let ours = cope.term(q.view(), scores.view()).unwrap();
+            for ((i, j), &b) in want.indexed_iter() {
+                if j <= i {
+                    let a = ours[[i, j]];
+                    assert!(
+                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                        "cope case {} ({i}, {j}): {a} vs {b}",
+                        case["seed"]
+                    );
+                    checked += 1;
+                }
+            }
+            // through the reference attention: the same term, scaled back by c
+            let term = cope.score_term(0, q.view(), k.view()).unwrap().unwrap() * c;
+            assert!((term[[q.nrows() - 1, 0]] - ours[[q.nrows() - 1, 0]]).abs() < 1e-5);
+        }
+    }
+    assert_eq!(checked, 2 * 21 + 3 * 78 + 45);
+}

@@ -2,16 +2,20 @@
 //! (`tests/golden/generate.py`): dynamic position bias (x-transformers), partial rotary
 //! (transformers' GPT-NeoX, x-transformers' `rotary_emb_dim`), p-RoPE (transformers'
 //! `"proportional"` RoPE) and the NoPE layers of the RoPE/NoPE hybrids (Llama 4, Cohere 2);
-//! and the limits where partial RoPE and p-RoPE are RoPE or NoPE (property tests).
+//! and the limits where partial RoPE and p-RoPE are RoPE or NoPE, and where data-dependent
+//! ALiBi is ALiBi and CoPE counts relative positions (property tests).
 
 use ndarray::{Array1, Array2};
+use posenc::encodings::alibi::Alibi;
+use posenc::encodings::cope::Cope;
+use posenc::encodings::dd_alibi::{log_sigmoid, DataDependentAlibi};
 use posenc::encodings::dpb::{DpbLayer, DpbNorm, DynamicPositionBias};
 use posenc::encodings::nope::is_nope_layer;
 use posenc::encodings::rope::{
     apply_rope_partial, p_rope_inv_freq, p_rope_pairs, partial_inv_freq, PairRope, RopeConfig,
     RopeLayout,
 };
-use posenc::prelude::PositionScheme;
+use posenc::prelude::{attention, PositionScheme};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -203,5 +207,67 @@ proptest! {
         let n = p_rope_pairs(d, p).unwrap();
         prop_assert_eq!(&kept[..n], &rope[..n]);
         prop_assert!(kept[n..].iter().all(|&t| t == 0.0));
+    }
+
+    /// Data-dependent ALiBi with a gate that ignores its input ($w = 0$) gives every token the
+    /// log gate $f_h = \ln\sigma(b_h)$, and its bias is ALiBi's with slopes $m_h = -f_h$ on
+    /// every pair a causal query sees, through the reference attention too.
+    #[test]
+    fn dd_alibi_with_constant_gates_is_alibi(
+        gate_bias in proptest::collection::vec(-6.0f32..8.0, 1..5),
+        d in 1usize..10,
+        l in 1usize..14,
+        seed in 0u64..1000,
+    ) {
+        let heads = gate_bias.len();
+        let gate = DataDependentAlibi::from_parts(
+            Array2::zeros((d, heads)),
+            Array1::from(gate_bias.clone()),
+        )
+        .unwrap();
+        let x = normal(l, d, seed);
+        let slopes: Vec<f32> = gate_bias.iter().map(|&b| -log_sigmoid(b)).collect();
+        let alibi = Alibi::from_slopes(slopes).unwrap();
+        let bias = gate.bias(x.view()).unwrap();
+        let applied = gate.applied(x.view()).unwrap();
+        let (q, k, v) = (normal(l, 4, seed + 1), normal(l, 4, seed + 2), normal(l, 4, seed + 3));
+        for h in 0..heads {
+            let want = alibi.bias(h, l, l).unwrap();
+            for i in 0..l {
+                for j in 0..=i {
+                    let tol = 1e-5 * (1.0 + want[[i, j]].abs());
+                    prop_assert!((bias[[h, i, j]] - want[[i, j]]).abs() <= tol,
+                        "head {} ({}, {}): {} vs {}", h, i, j, bias[[h, i, j]], want[[i, j]]);
+                }
+            }
+            let ours = attention(q.view(), k.view(), v.view(), &applied, h, true).unwrap();
+            let theirs = attention(q.view(), k.view(), v.view(), &alibi, h, true).unwrap();
+            for (a, b) in ours.probs.iter().zip(theirs.probs.iter()) {
+                prop_assert!((a - b).abs() < 1e-5);
+            }
+        }
+    }
+
+    /// CoPE with every gate at 1 (logits of 50: $\sigma = 1$ in `f32`) counts the keys from
+    /// $j$ to $i$, both ends included: $p_{ij} = \min(i - j + 1, P - 1)$, an integer, so the
+    /// term is exactly $q_i \cdot e_{p_{ij}}$, a relative position embedding.
+    #[test]
+    fn cope_with_every_gate_open_is_a_relative_embedding(
+        p in 1usize..12,
+        d in 1usize..8,
+        l in 1usize..16,
+        seed in 0u64..1000,
+    ) {
+        let e = normal(p, d, seed);
+        let cope = Cope::from_table(e.clone()).unwrap();
+        let q = normal(l, d, seed + 1);
+        let z = cope.term(q.view(), Array2::from_elem((l, l), 50.0).view()).unwrap();
+        for i in 0..l {
+            for j in 0..=i {
+                let n = (i - j + 1).min(p - 1);
+                let want = q.row(i).dot(&e.row(n));
+                prop_assert!((z[[i, j]] - want).abs() <= 1e-5 * (1.0 + want.abs()));
+            }
+        }
     }
 }

@@ -97,9 +97,12 @@ pub fn map_param<M: Module>(module: M, target: &str, edit: impl FnMut(&mut [f32]
             param.map(|t| {
                 let shape = t.dims();
                 let device = t.device();
+                // a parameter of a model being trained stays one
+                let tracked = t.is_require_grad();
                 let mut values = to_vec(t);
                 (self.edit)(&mut values);
                 Tensor::from_data(TensorData::new(values, shape.to_vec()), &device)
+                    .set_require_grad(tracked)
             })
         }
     }

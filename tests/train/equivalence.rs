@@ -9,6 +9,8 @@ use burn::tensor::{Device, Tensor};
 use ndarray::{s, Array1, Array2};
 use posenc::attention::{attention, PositionScheme};
 use posenc::encodings::alibi::Alibi;
+use posenc::encodings::cope::Cope;
+use posenc::encodings::dd_alibi::DataDependentAlibi;
 use posenc::encodings::deberta::{DebertaRelative, LogBuckets};
 use posenc::encodings::dpb::{DpbLayer, DpbNorm, DynamicPositionBias};
 use posenc::encodings::fire::Fire;
@@ -43,8 +45,9 @@ fn head(t: &Tensor<4>, h: usize) -> Array2<f32> {
     array2(t.clone().narrow(1, h, 1).reshape([l, d]))
 }
 
-/// The reference scheme of head `h`, built from the burn model's parameters.
-fn reference(c: &ModelConfig, lm: &Lm, h: usize) -> Box<dyn PositionScheme> {
+/// The reference scheme of head `h`, built from the burn model's parameters and the attention's
+/// input `x [L, d_model]` (the forgetting gate's).
+fn reference(c: &ModelConfig, lm: &Lm, h: usize, x: &Array2<f32>) -> Box<dyn PositionScheme> {
     let attn = &lm.blocks[0].attn;
     let p = &attn.positions;
     let dh = c.head_dim();
@@ -185,6 +188,23 @@ fn reference(c: &ModelConfig, lm: &Lm, h: usize) -> Box<dyn PositionScheme> {
             positions: RandomPositions::new(c.random_positions_max, c.random_positions_eval)
                 .unwrap(),
         }),
+        Scheme::DdAlibi => {
+            let LayerPositions::DdAlibi(p) = p else {
+                panic!("dd_alibi parameters expected")
+            };
+            let gate = DataDependentAlibi::from_parts(
+                array2(p.gate_weight.val()),
+                Array1::from(vec1(p.gate_bias.val())),
+            )
+            .unwrap();
+            Box::new(gate.applied(x.view()).unwrap())
+        }
+        Scheme::Cope => {
+            let LayerPositions::Cope(p) = p else {
+                panic!("CoPE parameters expected")
+            };
+            Box::new(Cope::from_table(array2(p.pos_emb.val())).unwrap())
+        }
     }
 }
 
@@ -308,6 +328,13 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
             v[0] = 0.37
         });
     }
+    if scheme == Scheme::Cope {
+        // embeddings away from their initial zeros, which would hide the term
+        lm = map_param(lm, "blocks.0.attn.positions.cope_pos_emb", |v| {
+            let e = normal(1, v.len(), seed + 5);
+            v.copy_from_slice(e.as_slice().unwrap());
+        });
+    }
     let ctx = PositionContext::new(&c, l, c.rope_scaling, &device).unwrap();
     // q, k, v: three [H L, dh] draws of one generator
     let drawn = normal(3 * h * l, dh, seed);
@@ -316,18 +343,22 @@ fn check(scheme: Scheme, seed: u64) -> f32 {
         .collect();
     let to4 = |a: &Array2<f32>| tensor2(a, &device).reshape([1, h, l, dh]);
     let (q, k, v) = (to4(&qkv[0]), to4(&qkv[1]), to4(&qkv[2]));
+    // the attention's input, [L, d_model] (read by the forgetting gate), spread so that its
+    // gates differ from token to token
+    let x = normal(l, c.d_model, seed + 7) * 3.0;
     let ops = Ops::new(Default::default(), &device);
     let rows: AbsoluteRows = lm.positions.rows(&ctx).unwrap();
+    let x_tensor = tensor2(&x, &device).reshape([1, l, c.d_model]);
     let terms = lm.blocks[0]
         .attn
-        .terms(&c, &ctx, &rows, ops, &q, &k)
+        .terms(&c, &ctx, &rows, ops, (&x_tensor, &q, &k))
         .unwrap();
     let parts = attention_parts(q, k, v, terms, c.score_scale());
     let mut worst = 0.0f32;
     for hh in 0..h {
         let rows = s![hh * l..(hh + 1) * l, ..];
         let (qh, kh, vh) = (qkv[0].slice(rows), qkv[1].slice(rows), qkv[2].slice(rows));
-        let scheme_ref = reference(&c, &lm, hh);
+        let scheme_ref = reference(&c, &lm, hh, &x);
         let r = attention(qh, kh, vh, scheme_ref.as_ref(), hh, true).unwrap();
         worst = worst
             .max(max_abs_diff(&head(&parts.scores, hh), &r.scores))

@@ -6,7 +6,8 @@ use burn::tensor::Device;
 use posenc::encodings::rope::RampBounds;
 use posenc::lm::checkpoint::WeightDtype;
 use posenc::lm::eval::{
-    evaluate, evaluate_windows, EvalOptions, EvalPlan, InferenceScaling, Mode, ScalingKind,
+    evaluate, evaluate_windows, EvalOptions, EvalPlan, InferenceScaling, Mode, RopeInference,
+    ScalingKind,
 };
 use posenc::lm::model::{
     int_tensor, to_vec, Kernels, LayerPositions, Lm, ModelConfig, Ops, PositionContext, Scheme,
@@ -27,6 +28,7 @@ fn options(dir: &std::path::Path, lengths: Vec<usize>) -> EvalOptions {
         segment_bytes: 64,
         split: "valid".into(),
         scaling: None,
+        rope: RopeInference::default(),
         force_separate: false,
         per_position: None,
         progress: false,
@@ -222,7 +224,7 @@ fn run(
     run_scheme(Scheme::T5, dir, out, resume, stop_after, dtype)
 }
 
-fn run_scheme(
+pub(crate) fn run_scheme(
     scheme: Scheme,
     dir: &std::path::Path,
     out: &str,

@@ -70,6 +70,11 @@ fn position_params(scheme: Scheme) -> &'static [&'static str] {
             "blocks.0.attn.positions.dpb_out_weight",
             "blocks.0.attn.positions.dpb_out_bias",
         ],
+        Scheme::Cope => &["blocks.0.attn.positions.cope_pos_emb"],
+        Scheme::DdAlibi => &[
+            "blocks.0.attn.positions.ddalibi_gate_weight",
+            "blocks.0.attn.positions.ddalibi_gate_bias",
+        ],
         _ => &[],
     }
 }
@@ -85,9 +90,20 @@ fn position_parameter_gradients_match_finite_differences() {
             train_len: 45,
             max_positions: 45,
             fire_threshold: 11.5,
+            // the forgetting gate half open (sigma(0.5) = 0.62), not saturated as at 5
+            dd_alibi_gate_bias: 0.5,
             ..ModelConfig::tiny(scheme)
         };
-        let lm = Lm::new(&c, 11, &device).unwrap();
+        let mut lm = Lm::new(&c, 11, &device).unwrap();
+        if scheme == Scheme::Cope {
+            // embeddings away from their initial zeros, so that the gates' path carries a
+            // gradient to W_q
+            lm = map_param(lm, "blocks.0.attn.positions.cope_pos_emb", |v| {
+                for (n, e) in v.iter_mut().enumerate() {
+                    *e = ((n * 7 % 11) as f32 - 5.0) / 5.0;
+                }
+            });
+        }
         let ctx = PositionContext::new(&c, c.train_len, c.rope_scaling, &device).unwrap();
         let names = params(&lm, None);
         let (x, y) = batch(&c);
@@ -106,6 +122,7 @@ fn position_parameter_gradients_match_finite_differences() {
         let mut targets: Vec<&str> = position_params(scheme).to_vec();
         targets.push("blocks.0.attn.query.weight");
         let mut worst = 0.0f64;
+        let mut largest = 0.0f64;
         for target in targets {
             let size = names
                 .iter()
@@ -137,10 +154,11 @@ fn position_parameter_gradients_match_finite_differences() {
                     "{scheme} {target}[{index}]: autodiff {ad:.6}, finite difference {fd:.6}"
                 );
                 worst = worst.max(err);
+                largest = largest.max(ad.abs());
             }
         }
         report.push(format!(
-            "{:<10} max |autodiff - finite difference| {worst:.1e}",
+            "{:<10} max |autodiff - finite difference| {worst:.1e} (largest gradient {largest:.1e})",
             scheme.name()
         ));
     }

@@ -35,6 +35,8 @@ fn other_values() -> Map<String, Value> {
         "nope_every": 1,
         "random_positions_max": 64,
         "random_positions_eval": "contiguous",
+        "dd_alibi_gate_bias": 1.0,
+        "cope_max_pos": 4,
     }) else {
         unreachable!("a JSON object literal")
     };

@@ -1,4 +1,5 @@
-//! `posenc train`, `posenc eval`, `posenc sweep`, `posenc export` (feature `train`).
+//! `posenc train`, `posenc sweep`, `posenc export` (feature `train`); `posenc eval` is in
+//! `eval_cli.rs`.
 
 use std::path::PathBuf;
 
@@ -7,16 +8,12 @@ use clap::{Args, ValueEnum};
 
 use crate::named_arg::named;
 use posenc::encodings::fire::initial_threshold;
-use posenc::encodings::rope::{RampBounds, RopeScaling, ScalingKind};
-use posenc::io::csv::csv_bytes;
+use posenc::encodings::rope::{RopeScaling, ScalingKind};
 use posenc::io::{ensure_writable, write_atomic};
 use posenc::lm::checkpoint::WeightDtype;
-use posenc::lm::data::{default_corpus_dir, read_split, TargetRegion};
-use posenc::lm::eval::{
-    check_lengths, evaluate, memory_plan, write_csv, EvalOptions, InferenceScaling, Mode,
-};
+use posenc::lm::data::{default_corpus_dir, read_split};
 use posenc::lm::model::{Kernels, ModelConfig, Scheme};
-use posenc::lm::sweep::{plan_text, sweep as run_sweep, Selection, SweepConfig, SweepEval};
+use posenc::lm::sweep::{plan_text, sweep as run_sweep, Selection, SweepConfig};
 use posenc::lm::train::{load_model, read_info, train as run_train, TrainConfig, TrainRun};
 
 /// Where tensors live.
@@ -38,11 +35,11 @@ pub struct Common {
     corpus: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
-    quiet: bool,
+    pub(crate) quiet: bool,
     /// Attention, GELU, LayerNorm and loss: one fused operation each (CPU only; other devices
     /// use the reference) or burn's composed operations.
     #[arg(long, value_parser = named::<Kernels>(), default_value_t = Kernels::Fused)]
-    kernels: Kernels,
+    pub(crate) kernels: Kernels,
 }
 
 impl Common {
@@ -57,7 +54,7 @@ impl Common {
         }
     }
 
-    fn device(&self) -> Result<Device, String> {
+    pub(crate) fn device(&self) -> Result<Device, String> {
         match self.device {
             DeviceKind::Cpu => Ok(Device::flex()),
             #[cfg(feature = "cuda")]
@@ -67,7 +64,7 @@ impl Common {
         }
     }
 
-    fn corpus(&self) -> PathBuf {
+    pub(crate) fn corpus(&self) -> PathBuf {
         self.corpus.clone().unwrap_or_else(default_corpus_dir)
     }
 }
@@ -262,113 +259,6 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
         info.train_seconds,
         info.tokens_per_second.unwrap_or(f64::NAN)
     ))
-}
-
-#[derive(Args)]
-pub struct EvalArgs {
-    /// Checkpoint folder (config.json + model.safetensors).
-    #[arg(long)]
-    checkpoint: PathBuf,
-    /// RoPE scaling at inference (RoPE checkpoints).
-    #[arg(long, value_parser = named::<ScalingKind>())]
-    scaling: Option<ScalingKind>,
-    /// Scaling factor [default: L / train_len at each length L].
-    #[arg(long, requires = "scaling", allow_negative_numbers = true)]
-    factor: Option<f64>,
-    /// Lengths, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "128,256,512,1024,2048")]
-    lengths: Vec<usize>,
-    /// Window layout.
-    #[arg(long, value_parser = named::<Mode>(), default_value_t = Mode::Nonoverlap)]
-    mode: Mode,
-    /// Only the first N bytes of the split; 0 for all [default: the sweep's budget of the
-    /// mode: all of the split for matched and nonoverlap, 32768 for sliding].
-    #[arg(long)]
-    max_bytes: Option<usize>,
-    /// Bytes per target segment in matched mode [default: the sweep's, 1024].
-    #[arg(long)]
-    segment_bytes: Option<usize>,
-    /// valid or test [default: the sweep's, test].
-    #[arg(long)]
-    split: Option<String>,
-    /// Write the mean loss at each position of the longest window to FILE (CSV).
-    #[arg(long)]
-    per_position: Option<PathBuf>,
-    /// Also write the results to FILE (CSV; they are always printed).
-    #[arg(long)]
-    csv: Option<PathBuf>,
-    /// One pass per length even for static schemes (checks the one-pass shortcut).
-    #[arg(long)]
-    separate: bool,
-    #[command(flatten)]
-    common: Common,
-}
-
-pub fn eval(a: EvalArgs) -> Result<String, String> {
-    let err = |e: posenc::Error| e.to_string();
-    // everything checked before the model is loaded or a window evaluated
-    check_lengths(&a.lengths).map_err(err)?;
-    if let Some(f) = a.factor {
-        if !(f.is_finite() && f > 0.0) {
-            return Err(format!(
-                "invalid --factor = {f}: allowed is a finite number > 0"
-            ));
-        }
-    }
-    for path in [&a.csv, &a.per_position].into_iter().flatten() {
-        ensure_writable(path).map_err(err)?;
-    }
-    let sweep_eval = SweepEval::default();
-    let split = a.split.clone().unwrap_or(sweep_eval.split.clone());
-    let max_bytes = match a.max_bytes {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => sweep_eval.budget(a.mode),
-    };
-    let segment_bytes = a.segment_bytes.unwrap_or(sweep_eval.segment_bytes);
-    if a.mode == Mode::Matched {
-        let text = read_split(&a.common.corpus(), &split).map_err(err)?;
-        let longest = a.lengths.iter().copied().max().unwrap_or(1);
-        TargetRegion::new(text.len(), longest, segment_bytes, max_bytes).map_err(err)?;
-    }
-    let device = a.common.device()?;
-    let (model, info) = load_model(&a.checkpoint, &device).map_err(err)?;
-    let scaling = a.scaling.map(|kind| InferenceScaling {
-        kind,
-        factor: a.factor,
-        bounds: RampBounds::default(),
-    });
-    let opts = EvalOptions {
-        lengths: a.lengths.clone(),
-        mode: a.mode,
-        max_bytes,
-        segment_bytes,
-        split,
-        scaling,
-        force_separate: a.separate,
-        per_position: a.per_position.clone(),
-        progress: !a.common.quiet,
-        corpus: a.common.corpus(),
-        kernels: a.common.kernels,
-    };
-    let variant = match (&scaling, info.model.rope_scaling.kind()) {
-        (Some(s), _) => s.kind.name().to_string(),
-        (None, None) => "base".to_string(),
-        (None, Some(kind)) => format!("ft-{kind}"),
-    };
-    // the memory the largest pass takes, said before it starts (evaluate refuses a pass that
-    // does not fit, in one line)
-    if let Some(plan) = memory_plan(&info.model, &opts, &device).map_err(err)? {
-        if !a.common.quiet && plan.fits() {
-            eprintln!("eval: {plan}");
-        }
-    }
-    let rows = evaluate(&model, &info, &variant, &opts, &device).map_err(err)?;
-    if let Some(path) = &a.csv {
-        write_csv(path, &rows).map_err(err)?;
-    }
-    let text = csv_bytes(&rows).map_err(err)?;
-    Ok(String::from_utf8_lossy(&text).trim_end().to_string())
 }
 
 #[derive(Args)]

@@ -79,6 +79,14 @@ impl SelfExtend {
         }
     }
 
+    /// Pass 2's rotation positions of the query at `i` and the key at `j`:
+    /// $(\lfloor i/G \rfloor + w - \lfloor w/G \rfloor,\ \lfloor j/G \rfloor)$; their difference is
+    /// $d_{ij}$ from the window on. A group of 0 reads as 1 ([`SelfExtend::new`] refuses it).
+    pub fn pass_two_positions(&self, i: usize, j: usize) -> (f64, f64) {
+        let (w, g) = (self.window, self.group.max(1));
+        ((i / g + w - w / g) as f64, (j / g) as f64)
+    }
+
     /// The merged scores $q_i^{(\cdot)} \cdot k_j^{(\cdot)}$ (unscaled), `[Lq, Lk]`: plain
     /// rotations inside the window, grouped ones outside.
     ///
@@ -96,8 +104,8 @@ impl SelfExtend {
             q,
             k,
             w,
-            |i| (i / g + w - w / g) as f64,
-            |j| (j / g) as f64,
+            |i| self.pass_two_positions(i, 0).0,
+            |j| self.pass_two_positions(0, j).1,
         )
     }
 }

@@ -31,7 +31,8 @@
 //! where engines misread it, in `notebooks/12_rope_in_the_wild.ipynb`; the relative position
 //! rectified at a window at inference ([`ReRope`]: ReRoPE, Leaky ReRoPE) in
 //! `notebooks/13_rerope_and_log_n.ipynb`. Some pairs only ([`PairRope`]): partial RoPE and
-//! p-RoPE; trained at randomly drawn positions: [`RandomPositions`].
+//! p-RoPE; trained at randomly drawn positions: [`RandomPositions`]; both in
+//! `notebooks/14_schemes_since_2023.ipynb`.
 
 mod bands;
 mod engine;

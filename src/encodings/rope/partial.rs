@@ -27,6 +27,9 @@
 //! $(i, i + d/2)$, $i < r/2$, where GPT-NeoX rotates $(i, i + r/2)$, the same rotation after a
 //! fixed permutation of the channels ([`neox_to_half`]), which changes no score
 //! $q' \cdot k'$ when queries and keys both get it.
+//!
+//! Both derived, checked against transformers and plotted in
+//! `notebooks/14_schemes_since_2023.ipynb`.
 
 use serde::{Deserialize, Serialize};
 

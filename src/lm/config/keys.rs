@@ -43,6 +43,8 @@ impl Scheme {
             Scheme::PRope => &["rope_base", "p_rope_kept"],
             Scheme::RopeNope => &["rope_base", "nope_every"],
             Scheme::RandomRope => &["rope_base", "random_positions_max", "random_positions_eval"],
+            Scheme::DdAlibi => &["dd_alibi_gate_bias"],
+            Scheme::Cope => &["cope_max_pos"],
         }
     }
 }

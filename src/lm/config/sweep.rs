@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::extension::{SweepBudget, SweepFinetune, SWEEP_RAMP};
+use super::inference::{Extension, InferenceMethod};
 use super::{ModelConfig, Scheme, TrainConfig, WeightDtype, MAX_EVAL_LEN};
 use crate::encodings::rope::{RampBounds, ScalingKind};
 use crate::error::{ensure, invalid, Result};
@@ -149,14 +150,18 @@ pub struct SweepConfig {
     /// bytes (8.2 MB), the validation loss every 100 steps, otherwise [`TrainConfig`]'s
     /// defaults.
     pub train: TrainConfig,
-    /// Schemes; default all 13.
+    /// Schemes; default every scheme but CoPE ([`SWEEP_LEAVES_OUT`]).
     pub schemes: Vec<Scheme>,
     /// Evaluation.
     pub eval: SweepEval,
-    /// RoPE scalings applied at inference to the RoPE checkpoint (factor $L/L_{train}$ at each
-    /// length); default all six (NTK-by-parts beside YaRN
-    /// separates YaRN's two ingredients: its frequencies and its temperature).
-    pub rope_inference: Vec<ScalingKind>,
+    /// Extensions applied at inference to the RoPE checkpoint ([`InferenceMethod`]): the
+    /// scalings (factor $L/L_{train}$ at each length), ReRoPE and Leaky ReRoPE (window
+    /// [`SweepConfig::rerope_window`], $k$ [`SweepConfig::rerope_leak`]) and log-$n$ alone or
+    /// on a scaling; default the six scalings (NTK-by-parts beside YaRN separates YaRN's two
+    /// ingredients: its frequencies and its temperature), then `rerope`, `leaky-rerope`,
+    /// `log-n`, `ntk+log-n`, `yarn+log-n`, `rerope+log-n` (Su's ReRoPE code applies log-$n$
+    /// with it).
+    pub rope_inference: Vec<InferenceMethod>,
     /// YaRN's betas and Llama 3's frequency factors, the same for the scalings at inference and
     /// the fine-tunes; default [`SWEEP_RAMP`] (2 / 1 and 1 / 2, chosen for the sweep's model;
     /// the references' are 32 / 1 and 1 / 4).
@@ -187,7 +192,52 @@ pub struct SweepConfig {
     /// Dynamic NTK's fixed factor $s$ at inference (the base grows with the evaluated length
     /// $L$: $b\,(sL/L_{train} - s + 1)^{d/(d-2)}$ for $L > L_{train}$); default 2.
     pub dynamic_factor: f64,
+    /// ReRoPE's and Leaky ReRoPE's window $w$ at inference, at least 1 and, where RoPE is
+    /// extended with either, below the training length; default 64 ([`DEFAULT_REROPE_WINDOW`]).
+    pub rerope_window: usize,
+    /// Leaky ReRoPE's $k \ge 1$ (slope $1/k$ beyond the window); default 32
+    /// ([`DEFAULT_REROPE_LEAK`]).
+    pub rerope_leak: f64,
+    /// Self-Extend's neighbour window $w$ at inference (`self-extend` in
+    /// [`SweepConfig::rope_inference`]), at least 1 and, where RoPE is extended with it, below
+    /// the training length; default 32 ([`DEFAULT_SELF_EXTEND`]).
+    pub self_extend_window: usize,
+    /// Self-Extend's group size $G \ge 1$; default 32 ([`DEFAULT_SELF_EXTEND`]).
+    pub self_extend_group: usize,
 }
+
+/// The schemes the default sweep leaves out: CoPE, whose gated counts need every logit of a
+/// query's row and so run in the composed attention only (no fused kernel yet): about 3.4
+/// times slower to train than RoPE and `[B, H, L, L]` tensors at every evaluated length,
+/// which the memory estimate refuses at the sweep's longest lengths.
+pub const SWEEP_LEAVES_OUT: [Scheme; 1] = [Scheme::Cope];
+
+/// Self-Extend's default window and group for the sweep's model (training length
+/// $L = 128$): $(w, G) = (32, 32)$. Jin et al. keep a neighbour window of about a quarter of
+/// the training length (1024 of Llama 2's 4096), so $w = L/4 = 32$; beyond it a model
+/// trained at $L$ reaches $(L - w)\,G + w$ positions, and $G = 32$ is the smallest power of
+/// two that reaches 16x ($96 \cdot 32 + 32 = 3104 \ge 2048$; $G = 16$ reaches 1568).
+pub const DEFAULT_SELF_EXTEND: (usize, usize) = (32, 32);
+
+/// ReRoPE's default window for the sweep's model (training length $L = 128$): $w = L/2 = 64$.
+/// Su's ReRoPE post (<https://kexue.fm/archives/9708>) keeps the relative positions below $w$
+/// exact and must keep every position a pair is scored at inside the trained range, $w < L$;
+/// Leaky ReRoPE also needs room beyond the window for its interpolated far keys,
+/// $L - 1 - w$ positions. $w = L/2$ splits the trained positions evenly between the two: the
+/// nearest 64 bytes (about a dozen words) keep their exact distances, the far keys share the
+/// other 63 positions. (Su's `rerope_patch.py` takes $w = 512$ at $L = 4096$, $L/8$: in bytes
+/// that would be a 16-byte window, a few words, which leaves little of a byte model's local
+/// context exact.)
+pub const DEFAULT_REROPE_WINDOW: usize = 64;
+
+/// Leaky ReRoPE's default $k$ for the sweep's model: 32, the smallest power of two at which
+/// the largest position of a 16x input stays inside the trained range. Su's criterion (Leaky
+/// ReRoPE interpolates beyond the window so that no pair leaves the positions training saw):
+/// $w + (\ell - 1 - w)/k \le L - 1$, i.e. $k \ge (\ell - 1 - w)/(L - 1 - w)$, which is
+/// $(2047 - 64)/63 = 31.5$ at $\ell = 2048$ (16x). Beyond 16x the far keys extrapolate
+/// slowly (at 64x the largest position is $64 + 8127/32 \approx 318$). Su's
+/// `leaky_rerope_patch.py` takes $k = 16$ with $w = L/8$, which covers 14x.
+pub const DEFAULT_REROPE_LEAK: f64 = 32.0;
 
 impl Default for SweepConfig {
     fn default() -> Self {
@@ -198,16 +248,33 @@ impl Default for SweepConfig {
                 valid_every: 100,
                 ..TrainConfig::default()
             },
-            schemes: Scheme::ALL.to_vec(),
+            schemes: Scheme::ALL
+                .into_iter()
+                .filter(|s| !SWEEP_LEAVES_OUT.contains(s))
+                .collect(),
             eval: SweepEval::default(),
-            rope_inference: vec![
-                ScalingKind::Linear,
-                ScalingKind::Ntk,
-                ScalingKind::Dynamic,
-                ScalingKind::NtkByParts,
-                ScalingKind::Yarn,
-                ScalingKind::Llama3,
-            ],
+            rope_inference: ScalingKind::ALL
+                .iter()
+                .map(|&k| InferenceMethod::scaling(k))
+                .chain([
+                    InferenceMethod {
+                        extension: Extension::ReRope,
+                        log_n: false,
+                    },
+                    InferenceMethod {
+                        extension: Extension::LeakyReRope,
+                        log_n: false,
+                    },
+                    InferenceMethod {
+                        extension: Extension::SelfExtend,
+                        log_n: false,
+                    },
+                    InferenceMethod::with_log_n(Extension::Plain),
+                    InferenceMethod::with_log_n(Extension::Scaling(ScalingKind::Ntk)),
+                    InferenceMethod::with_log_n(Extension::Scaling(ScalingKind::Yarn)),
+                    InferenceMethod::with_log_n(Extension::ReRope),
+                ])
+                .collect(),
             rope_bounds: SWEEP_RAMP,
             finetune: SweepFinetune::default(),
             budget_control: SweepBudget::default(),
@@ -218,6 +285,10 @@ impl Default for SweepConfig {
             seeds: vec![0, 1, 2, 3, 4],
             seed_checkpoints: "target/sweep/seed-checkpoints".into(),
             dynamic_factor: 2.0,
+            rerope_window: DEFAULT_REROPE_WINDOW,
+            rerope_leak: DEFAULT_REROPE_LEAK,
+            self_extend_window: DEFAULT_SELF_EXTEND.0,
+            self_extend_group: DEFAULT_SELF_EXTEND.1,
         }
     }
 }
@@ -299,6 +370,48 @@ impl SweepConfig {
             "dynamic_factor",
             self.dynamic_factor,
             "a finite number >= 1",
+        )?;
+        // a window counts against the training length only where an item applies it
+        let applied = |kinds: &[Extension]| {
+            self.schemes.contains(&Scheme::Rope)
+                && self
+                    .rope_inference
+                    .iter()
+                    .any(|m| kinds.contains(&m.extension))
+        };
+        for (key, window, used) in [
+            (
+                "rerope_window",
+                self.rerope_window,
+                applied(&[Extension::ReRope, Extension::LeakyReRope]),
+            ),
+            (
+                "self_extend_window",
+                self.self_extend_window,
+                applied(&[Extension::SelfExtend]),
+            ),
+        ] {
+            ensure(
+                window >= 1 && (!used || window < self.model.train_len),
+                key,
+                window,
+                &format!(
+                    "1 to {} (below the training length)",
+                    self.model.train_len.saturating_sub(1)
+                ),
+            )?;
+        }
+        ensure(
+            self.self_extend_group >= 1,
+            "self_extend_group",
+            self.self_extend_group,
+            "at least 1",
+        )?;
+        ensure(
+            self.rerope_leak.is_finite() && self.rerope_leak >= 1.0,
+            "rerope_leak",
+            self.rerope_leak,
+            "a finite number >= 1 (Leaky ReRoPE's slope beyond the window is 1/k)",
         )?;
         self.validate_extension()?;
         if self.schemes.is_empty() && self.finetunes().is_empty() {

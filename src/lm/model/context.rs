@@ -10,6 +10,7 @@ use std::sync::Arc;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::schemes;
+use super::schemes::RopeInference;
 use crate::encodings::rope::RopeScaling;
 use crate::error::{Error, Result};
 use crate::lm::config::{ModelConfig, Scheme};
@@ -51,6 +52,21 @@ impl PositionContext {
         rope_scaling: RopeScaling,
         device: &Device,
     ) -> Result<Self> {
+        Self::at_inference(c, len, rope_scaling, &RopeInference::default(), device)
+    }
+
+    /// [`PositionContext::new`] with RoPE's positions at inference changed by `inference`
+    /// (ReRoPE's window, log-$n$).
+    ///
+    /// # Errors
+    /// When the encodings reject the configuration; `inference` on a model that is not RoPE.
+    pub fn at_inference(
+        c: &ModelConfig,
+        len: usize,
+        rope_scaling: RopeScaling,
+        inference: &RopeInference,
+        device: &Device,
+    ) -> Result<Self> {
         let clamped: Vec<i64> = (0..len)
             .map(|p| p.min(c.max_positions.saturating_sub(1)) as i64)
             .collect();
@@ -58,7 +74,7 @@ impl PositionContext {
             len,
             clamped_positions: Tensor::from_data(TensorData::new(clamped, [len]), device),
             scheme: c.scheme,
-            objects: schemes::objects(c, len, rope_scaling, device)?,
+            objects: schemes::objects(c, len, rope_scaling, inference, device)?,
         })
     }
 

@@ -25,7 +25,10 @@ use ndarray_rand::rand::SeedableRng;
 pub use crate::lm::config::{ModelConfig, Scheme};
 pub use crate::lm::ops::{to_vec, Kernels, Ops};
 pub use context::PositionContext;
-pub use schemes::{AbsolutePositions, AbsoluteRows, LayerInput, LayerPositions};
+pub use schemes::{
+    AbsolutePositions, AbsoluteRows, LayerInput, LayerPositions, ReRopeWindow, RopeInference,
+    SelfExtendWindow,
+};
 
 use crate::error::Result;
 use crate::lm::ops::{reference, AttentionParts, ScoreTerms};
@@ -279,8 +282,8 @@ impl SelfAttention {
         ops: Ops,
         x: Tensor<3>,
     ) -> Result<(Tensor<4>, Tensor<4>, Tensor<4>, ScoreTerms)> {
-        let (q, k, v) = self.project(c, x, ops);
-        let terms = self.terms(c, ctx, rows, ops, &q, &k)?;
+        let (q, k, v) = self.project(c, x.clone(), ops);
+        let terms = self.terms(c, ctx, rows, ops, (&x, &q, &k))?;
         Ok((q, k, v, terms))
     }
 
@@ -302,8 +305,8 @@ impl SelfAttention {
         )
     }
 
-    /// The scheme's terms for this layer ([`LayerPositions::terms`]) for queries and keys
-    /// `[B, H, L, d_head]`.
+    /// The scheme's terms for this layer ([`LayerPositions::terms`]) for the attention's input
+    /// `x [B, L, d_model]` and its queries and keys `[B, H, L, d_head]`.
     ///
     /// # Errors
     /// When `ctx` or `rows` were built for another scheme.
@@ -313,13 +316,13 @@ impl SelfAttention {
         ctx: &PositionContext,
         rows: &AbsoluteRows,
         ops: Ops,
-        q: &Tensor<4>,
-        k: &Tensor<4>,
+        (x, q, k): (&Tensor<3>, &Tensor<4>, &Tensor<4>),
     ) -> Result<ScoreTerms> {
         self.positions.terms(&LayerInput {
             config: c,
             ctx,
             rows,
+            x,
             q,
             k,
             query: &self.query,

@@ -8,9 +8,13 @@
 //! [`ScoreTerms`], which [`Ops::attention`] applies:
 //!
 //! ```math
-//! s_{ij} = c \ \big((R q_i + u) \cdot R k_j + t_{ij} + a_{ij}\big) + b_{ij}, \qquad
+//! s_{ij} = c \ \big((\tau_i R q_i + u) \cdot R k_j + t_{ij} + a_{ij}\big) + b_{ij}, \qquad
 //! o_i = \sum_{j \le i} \alpha_{ij} v_j + \sum_{j \le i} \alpha_{ij} a^V_{ij}.
 //! ```
+//!
+//! At inference RoPE may add a query scale $\tau_i$ (log-$n$; 1 otherwise) and a second
+//! rotation $R^{(2)}$ whose product replaces $R q_i \cdot R k_j$ for the pairs $i - j \ge w$
+//! ([`WindowedRotation`]: ReRoPE, Leaky ReRoPE, Self-Extend).
 //!
 //! Every position term is a compact object, linear in $L$: a bias per distance or a
 //! piecewise-linear function of a feature of the distance ($b$), tables read at the column of
@@ -160,6 +164,39 @@ impl Rotation {
     }
 }
 
+/// The second rotation of a two-pass attention (ReRoPE, Leaky ReRoPE): queries and keys
+/// rotated again, half layout, each with its own tables `[L, d_h]`; the pairs at distance
+/// $i - j \ge w$ take the product of these, $s_{ij} = R^{(2)}_i q_i \cdot R^{(2)}_j k_j$, the
+/// others the first rotation's. Evaluation only (the fused kernel returns no gradient).
+#[derive(Debug, Clone)]
+pub struct WindowedRotation {
+    /// $\cos$ at the queries' second positions (times the attention factor), both halves.
+    pub q_cos: Tensor<2>,
+    /// $\sin$ likewise.
+    pub q_sin: Tensor<2>,
+    /// $\cos$ at the keys' second positions.
+    pub k_cos: Tensor<2>,
+    /// $\sin$ likewise.
+    pub k_sin: Tensor<2>,
+    /// $w \ge 1$.
+    pub window: usize,
+}
+
+impl WindowedRotation {
+    /// $R^{(2)} q$ and $R^{(2)} k$ with the half-layout rotation `half`.
+    pub(crate) fn apply(
+        &self,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        half: RotateFn,
+    ) -> (Tensor<4>, Tensor<4>) {
+        (
+            half(q, &self.q_cos, &self.q_sin),
+            half(k, &self.k_cos, &self.k_sin),
+        )
+    }
+}
+
 /// Reads a tensor back as `f32` values.
 pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data()
@@ -252,6 +289,18 @@ pub struct RelativeValues {
     pub index: DistanceIndex,
 }
 
+/// CoPE's contextual positions (Golovneva et al. 2024): after the scale, bias and mask,
+/// $s_{ij} \mathrel{+}= (1 - w_{ij})\, q_i \cdot e_{\lfloor p_{ij} \rfloor} + w_{ij}\, q_i \cdot
+/// e_{\lceil p_{ij} \rceil}$ with $p_{ij} = \min(\sum_{t \ge j} \sigma(s_{it}), P - 1)$ over the
+/// keys the query sees and $w = p - \lfloor p \rfloor$ ([`crate::encodings::cope`]). Applied by
+/// the composed attention only ([`reference::contextual_term`]): a count per pair, from the
+/// whole row of logits.
+#[derive(Debug, Clone)]
+pub struct Contextual {
+    /// $e$, `[P, d_h]`, shared by the heads.
+    pub embeddings: Tensor<2>,
+}
+
 /// What a position scheme adds to causal attention (the symbols of the module formula); a
 /// scheme fills only its own terms.
 #[derive(Debug, Clone, Default)]
@@ -275,6 +324,28 @@ pub struct ScoreTerms {
     pub bias: Option<PositionBias>,
     /// $a^V_{ij}$, relative value vectors (Shaw).
     pub values: Option<RelativeValues>,
+    /// CoPE's $z_{ij}$, added to the masked scores (the composed attention only).
+    pub contextual: Option<Contextual>,
+    /// $\tau_i$, a factor on every query after its rotation, `[L]` (log-$n$ scaling at
+    /// inference): $q_i \to \tau_i q_i$.
+    pub query_scale: Option<Tensor<1>>,
+    /// A second rotation for the pairs $i - j \ge w$ (ReRoPE at inference; with
+    /// [`ScoreTerms::rotation`] only).
+    pub windowed: Option<WindowedRotation>,
+}
+
+impl ScoreTerms {
+    /// $\tau_i q_i$ of `q [B, H, L, d_h]` where [`ScoreTerms::query_scale`] is set.
+    pub(crate) fn scale_queries(scale: Option<&Tensor<1>>, q: Tensor<4>) -> Tensor<4> {
+        match scale {
+            // [L] -> [1, 1, L, 1]
+            Some(tau) => {
+                let l = tau.dims()[0];
+                q * tau.clone().reshape([1, 1, l, 1])
+            }
+            None => q,
+        }
+    }
 }
 
 /// Scores, weights and output of the composed attention, all heads.
@@ -321,7 +392,8 @@ impl Ops {
     /// Causal attention of `q, k, v [B, H, L, d_h]` with a scheme's `terms` and scale $c$
     /// (the module formula), `[B, H, L, d_h]`: [`fused::attention`] (every position term
     /// expanded inside the tiles, its gradient returned to its own compact object) or the
-    /// composed [`reference::attention_parts`].
+    /// composed [`reference::attention_parts`], which also runs where the terms have a
+    /// [`Contextual`] part (CoPE: no fused kernel; `[B, H, L, L]` tensors).
     pub fn attention(
         self,
         q: Tensor<4>,
@@ -330,7 +402,7 @@ impl Ops {
         terms: ScoreTerms,
         scale: f32,
     ) -> Tensor<4> {
-        if self.fused() {
+        if self.fused() && terms.contextual.is_none() {
             fused::attention(q, k, v, terms, scale)
         } else {
             reference::attention_parts(q, k, v, terms, scale).output

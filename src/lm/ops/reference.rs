@@ -3,11 +3,12 @@
 //! any device that is not Flex.
 
 use burn::nn::{LayerNorm, Linear};
-use burn::tensor::activation::{gelu as burn_gelu, log_softmax, softmax};
+use burn::tensor::activation::{gelu as burn_gelu, log_softmax, sigmoid, softmax};
 use burn::tensor::{Bool, Device, IndexingUpdateOp, Int, Tensor, TensorData};
 
 use super::{
-    piece_at, to_vec, AttentionParts, DistanceKeys, Gathered, PositionBias, Rotations, ScoreTerms,
+    piece_at, to_vec, AttentionParts, Contextual, DistanceKeys, Gathered, PositionBias, Rotations,
+    ScoreTerms,
 };
 
 /// $xW + b$ (`linear.forward`).
@@ -219,6 +220,47 @@ pub fn distance_keys(dk: DistanceKeys) -> Tensor<4> {
     relative_gather(raw, &of_distance(l, |d| d, &device), false)
 }
 
+/// CoPE's term $z_{ij}$, `[B, H, L, L]`, of queries `q [B, H, L, d_h]` and the scaled,
+/// biased logits `scores [B, H, L, L]` before the mask (entries above the diagonal ignored:
+/// their gates are 0, as behind x-transformers' mask):
+///
+/// ```math
+/// g_{ij} = \sigma(s_{ij})\,[j \le i], \quad
+/// p_{ij} = \min\Big(\textstyle\sum_{t \ge j} g_{it},\ P - 1\Big), \quad
+/// z_{ij} = (1 - w_{ij})\, (q e^\top)_{i,\lfloor p_{ij} \rfloor} + w_{ij}\, (q e^\top)_{i,\lceil p_{ij} \rceil},
+/// ```
+///
+/// $w = p - \lfloor p \rfloor$. The gradient reaches $e$ and $q$ through the product and the
+/// logits through $w$ (the integer parts are constants, as in x-transformers).
+pub fn contextual_term(q: &Tensor<4>, scores: &Tensor<4>, cx: &Contextual) -> Tensor<4> {
+    let [b, h, l, _] = scores.dims();
+    let top = (cx.embeddings.dims()[0] - 1) as f32;
+    let mask = causal_mask(b, h, l, &scores.device());
+    // g_ij = sigma(s_ij), 0 for future keys, [B, H, L, L]
+    let gates = sigmoid(scores.clone()).mask_fill(mask, 0.0);
+    // p_ij = sum_{t >= j} g_it, the running sum from the row's end (as x-transformers:
+    // flip, cumsum, flip; exactly 0 past the query), clamped at P - 1
+    let p = gates.flip([3]).cumsum(3).flip([3]).clamp_max(top);
+    let floor = p.clone().floor();
+    let w = p.clone() - floor.clone();
+    // q_i . e_n for every integer position n, [B, H, L, P]
+    let logits = q
+        .clone()
+        .matmul(cx.embeddings.clone().transpose().unsqueeze::<4>());
+    let at = |n: Tensor<4>| logits.clone().gather(3, n.int());
+    let low = at(floor);
+    let high = at(p.ceil());
+    high * w.clone() + low * (w.neg() + 1.0)
+}
+
+/// `true` at the pairs $i - j \ge w$, `[B, H, L, L]`.
+fn beyond_window(b: usize, h: usize, l: usize, w: usize, device: &Device) -> Tensor<4, Bool> {
+    let far: Vec<bool> = (0..l * l).map(|p| p / l >= p % l + w).collect();
+    Tensor::<2, Bool>::from_data(TensorData::new(far, [l, l]), device)
+        .unsqueeze::<4>()
+        .expand([b, h, l, l])
+}
+
 /// The model's causal attention with a scheme's terms ([`super::Ops::attention`]'s formula),
 /// every intermediate kept: rotate, score, scale, bias, mask, softmax, weigh the values. The
 /// compact terms are expanded to `[.., L, L]` first ([`position_bias`], [`gathered`],
@@ -231,6 +273,11 @@ pub fn attention_parts(
     scale: f32,
 ) -> AttentionParts {
     let [b, h, l, dh] = q.dims();
+    // the second pass rotates the unrotated q and k
+    let second = terms
+        .windowed
+        .as_ref()
+        .map(|w| (w.apply(q.clone(), k.clone(), rope_half), w.window));
     let (q, k) = match &terms.rotation {
         Some(rotation) => rotation.apply(
             q,
@@ -243,12 +290,21 @@ pub fn attention_parts(
         ),
         None => (q, k),
     };
+    // tau_i R q_i
+    let q = ScoreTerms::scale_queries(terms.query_scale.as_ref(), q);
+    let q_rotated = q.clone();
     let kt = k.swap_dims(2, 3);
     // (R q_i + u) . R k_j, [B, H, L, L]
     let mut scores = match terms.content_bias {
         Some(u) => (q + u.reshape([1, h, 1, dh])).matmul(kt),
         None => q.matmul(kt),
     };
+    // tau_i R2 q_i . R2 k_j where i - j >= w
+    if let Some(((q2, k2), w)) = second {
+        let q2 = ScoreTerms::scale_queries(terms.query_scale.as_ref(), q2);
+        let far = beyond_window(b, h, l, w, &q2.device());
+        scores = scores.mask_where(far, q2.matmul(k2.swap_dims(2, 3)));
+    }
     // + t_ij + a_ij
     if let Some(g) = terms.query_table {
         scores = scores + gathered(g, false);
@@ -266,6 +322,10 @@ pub fn attention_parts(
     scores = scores.mul_scalar(scale);
     if let Some(bias) = terms.bias {
         scores = scores + position_bias(bias, l).unsqueeze::<4>();
+    }
+    // + z_ij (CoPE), its gates on the keys the mask keeps
+    if let Some(cx) = &terms.contextual {
+        scores = scores.clone() + contextual_term(&q_rotated, &scores, cx);
     }
     let scores = scores.mask_fill(causal_mask(b, h, l, &v.device()), f32::NEG_INFINITY);
     let probs = softmax(scores.clone(), 3);

@@ -90,12 +90,12 @@ impl SweepConfig {
             None => (0, 0, 0),
         };
         let lengths = &self.eval.lengths;
-        let scaling = self.item_scaling(item);
+        let at_inference = (self.item_scaling(item), self.item_rope(item));
         let e = &self.eval;
         let longest = e.lengths.iter().copied().max().unwrap_or(1);
         let mut positions: BTreeMap<usize, usize> = BTreeMap::new();
         for &mode in &e.modes {
-            let opts = e.options(mode, scaling, Path::new(""));
+            let opts = e.options(mode, at_inference, Path::new(""));
             let plan = EvalPlan::new(&model, &opts)?;
             let budget = e.budget(mode);
             let mut add =

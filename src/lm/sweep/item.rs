@@ -13,20 +13,21 @@ use super::store::{curve_rows, write_item, ItemOutput, ItemRecord, SweepTiming};
 use crate::error::Result;
 use crate::io::{file_digest, write_json};
 use crate::lm::checkpoint::WEIGHTS_FILE;
-use crate::lm::config::{SweepConfig, SweepEval};
+use crate::lm::config::{Extension, SweepConfig, SweepEval};
 use crate::lm::eval::{
-    evaluate_windows, EvalOptions, InferenceScaling, Mode, ResultRow, ScalingKind, WindowRow,
+    evaluate_windows, EvalOptions, InferenceScaling, Mode, ReRopeWindow, ResultRow, RopeInference,
+    ScalingKind, SelfExtendWindow, WindowRow,
 };
 use crate::lm::model::{Kernels, ModelConfig, Scheme};
 use crate::lm::train::{load_model, log_line, read_info, TrainConfig};
 
 impl SweepEval {
-    /// The options of one evaluation in `mode` at the sweep's lengths, with `scaling` at
-    /// inference.
+    /// The options of one evaluation in `mode` at the sweep's lengths, with `scaling` and
+    /// `rope` (ReRoPE, log-$n$) at inference.
     pub(super) fn options(
         &self,
         mode: Mode,
-        scaling: Option<InferenceScaling>,
+        (scaling, rope): (Option<InferenceScaling>, RopeInference),
         corpus: &Path,
     ) -> EvalOptions {
         EvalOptions {
@@ -36,6 +37,7 @@ impl SweepEval {
             segment_bytes: self.segment_bytes,
             split: self.split.clone(),
             scaling,
+            rope,
             force_separate: false,
             per_position: None,
             progress: false,
@@ -44,15 +46,16 @@ impl SweepEval {
         }
     }
 
-    /// Evaluates `model` in every mode: rows of `variant`, with `scaling` at inference, and the
-    /// per-position losses of the longest non-overlapping window written to `per_position`.
+    /// Evaluates `model` in every mode: rows of `variant`, with `at_inference` (a scaling,
+    /// ReRoPE, log-$n$), and the per-position losses of the longest non-overlapping window
+    /// written to `per_position`.
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         lm: &crate::lm::model::Lm,
         info: &crate::lm::train::CheckpointInfo,
         variant: &str,
-        scaling: Option<InferenceScaling>,
+        at_inference: (Option<InferenceScaling>, RopeInference),
         per_position: Option<PathBuf>,
         corpus: &Path,
         device: &Device,
@@ -64,7 +67,7 @@ impl SweepEval {
             let opts = EvalOptions {
                 per_position: per_position.clone().filter(|_| mode == Mode::Nonoverlap),
                 progress,
-                ..self.options(mode, scaling, corpus)
+                ..self.options(mode, at_inference, corpus)
             };
             let (r, w) = evaluate_windows(lm, info, variant, &opts, device)?;
             rows.extend(r);
@@ -117,12 +120,40 @@ impl SweepConfig {
     /// scored as trained (a fine-tune with the scaling of its own factor at every length).
     pub(super) fn item_scaling(&self, item: &Item) -> Option<InferenceScaling> {
         match *item {
-            Item::Inference(kind, _) => Some(InferenceScaling {
+            Item::Inference(method, _) => method.scaling_kind().map(|kind| InferenceScaling {
                 kind,
                 factor: (kind == ScalingKind::Dynamic).then_some(self.dynamic_factor),
                 bounds: self.rope_bounds,
             }),
             _ => None,
+        }
+    }
+
+    /// ReRoPE's window (the sweep's $w$, and $k$ for Leaky ReRoPE), Self-Extend's window and
+    /// group, and log-$n$ of `item` at inference; nothing for the others.
+    pub(super) fn item_rope(&self, item: &Item) -> RopeInference {
+        match *item {
+            Item::Inference(method, _) => RopeInference {
+                rerope: match method.extension {
+                    Extension::ReRope => Some(ReRopeWindow {
+                        window: self.rerope_window,
+                        leak: None,
+                    }),
+                    Extension::LeakyReRope => Some(ReRopeWindow {
+                        window: self.rerope_window,
+                        leak: Some(self.rerope_leak),
+                    }),
+                    Extension::Plain | Extension::Scaling(_) | Extension::SelfExtend => None,
+                },
+                self_extend: (method.extension == Extension::SelfExtend).then_some(
+                    SelfExtendWindow {
+                        window: self.self_extend_window,
+                        group: self.self_extend_group,
+                    },
+                ),
+                log_n: method.log_n,
+            },
+            _ => RopeInference::default(),
         }
     }
 }
@@ -238,7 +269,7 @@ pub(super) fn run_item(
             &lm,
             &info,
             &variant,
-            config.item_scaling(&item),
+            (config.item_scaling(&item), config.item_rope(&item)),
             Some(per_position),
             corpus,
             device,
@@ -256,6 +287,8 @@ pub(super) fn run_item(
         eval: config.eval.clone(),
         dynamic_factor: config.dynamic_factor,
         rope_bounds: config.rope_bounds,
+        rerope: config.item_rope(&item).rerope,
+        self_extend: config.item_rope(&item).self_extend,
         timing: timing.clone(),
     };
     let out = ItemOutput {

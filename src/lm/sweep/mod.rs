@@ -208,6 +208,8 @@ mod tests {
             (r#"{"finetune": {"factor": 2}}"#, "factor"),
             (r#"{"budget_control": {"multiples": 2}}"#, "multiples"),
             (r#"{"rope_bounds": {"beta": 2}}"#, "beta"),
+            (r#"{"rerope_windw": 8}"#, "rerope_windw"),
+            (r#"{"rope_inference": ["rerope+logn"]}"#, "leaky-rerope"),
         ] {
             let e = serde_json::from_str::<SweepConfig>(json).unwrap_err();
             assert!(e.to_string().contains(key), "{json}: {e}");
@@ -225,5 +227,19 @@ mod tests {
         assert!(bad(r#"{"eval": {"segment_bytes": 0}}"#).contains("invalid eval.segment_bytes = 0"));
         assert!(bad(r#"{"eval": {"modes": []}}"#).contains("matched, nonoverlap and sliding"));
         assert!(bad(r#"{"finetune": {"factors": [1000]}}"#).contains("finetune factor"));
+        assert!(bad(r#"{"rerope_window": 0}"#).contains("invalid rerope_window = 0"));
+        assert!(bad(r#"{"rerope_window": 128}"#).contains("below the training length"));
+        assert!(bad(r#"{"rerope_leak": 0.5}"#).contains("invalid rerope_leak = 0.5"));
+        assert!(bad(r#"{"rope_inference": ["log-n", "log-n"]}"#).contains("rope_inference"));
+        assert!(bad(r#"{"self_extend_group": 0}"#).contains("invalid self_extend_group = 0"));
+        assert!(
+            bad(r#"{"rope_inference": ["self-extend"], "self_extend_window": 200}"#)
+                .contains("invalid self_extend_window = 200")
+        );
+        // a window the items do not apply is not held to the training length
+        let unused: SweepConfig =
+            serde_json::from_str(r#"{"rope_inference": ["ntk"], "self_extend_window": 200}"#)
+                .unwrap();
+        unused.validate().unwrap();
     }
 }

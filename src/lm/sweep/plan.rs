@@ -3,12 +3,15 @@
 //! the names).
 //!
 //! Names: a model is `SCHEME` as trained from scratch, else `SCHEME-VARIANT`, and an item is
-//! `MODEL/seedK` (a scaling at inference, which trains nothing, `rope/KIND/seedK`):
+//! `MODEL/seedK` (an extension at inference, which trains nothing, `rope/METHOD/seedK`,
+//! [`InferenceMethod::name`]):
 //!
 //! | item | variant (results rows) | what it is |
 //! |---|---|---|
 //! | `alibi/seed0` | `base` | the scheme trained from scratch |
 //! | `rope/yarn/seed0` | `yarn` | RoPE's checkpoint with YaRN at inference, factor $L/128$ |
+//! | `rope/leaky-rerope/seed0` | `leaky-rerope` | RoPE's checkpoint with Leaky ReRoPE at inference |
+//! | `rope/yarn+log-n/seed0` | `yarn+log-n` | YaRN and log-$n$ query scaling at inference |
 //! | `rope-ft-yarn-x4/seed0` | `ft-yarn-x4` | RoPE fine-tuned at 4 x 128 bytes with YaRN of factor 4 |
 //! | `alibi-ft-x4/seed0` | `ft-x4` | ALiBi fine-tuned the same way (a control) |
 //! | `nope-budget-x2/seed0` | `budget-x2` | NoPE trained from scratch with twice the bytes |
@@ -19,7 +22,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{ensure, invalid, Result};
-use crate::lm::config::SweepConfig;
+use crate::lm::config::{InferenceMethod, SweepConfig};
 use crate::lm::eval::ScalingKind;
 use crate::lm::model::Scheme;
 use crate::results::BASE;
@@ -29,8 +32,8 @@ use crate::results::BASE;
 pub enum Item {
     /// Train (or reuse) a scheme and evaluate it.
     Base(Scheme, u64),
-    /// Evaluate the RoPE checkpoint with a scaling applied at inference.
-    Inference(ScalingKind, u64),
+    /// Evaluate the RoPE checkpoint extended at inference (a scaling, ReRoPE, log-$n$).
+    Inference(InferenceMethod, u64),
     /// Fine-tune a scheme's checkpoint of the same seed at `factor` times the length (RoPE
     /// with `scaling` of that factor) and evaluate it at every length, as trained.
     Finetune {
@@ -54,7 +57,7 @@ impl Item {
     pub fn variant(&self) -> String {
         match *self {
             Item::Base(..) => BASE.to_string(),
-            Item::Inference(k, _) => k.name().to_string(),
+            Item::Inference(m, _) => m.name(),
             Item::Finetune {
                 scaling, factor, ..
             } => match scaling {
@@ -87,7 +90,7 @@ impl Item {
     /// and `--only` takes.
     pub fn name(&self) -> String {
         match self {
-            Item::Inference(k, seed) => format!("rope/{}/seed{seed}", k.name()),
+            Item::Inference(m, seed) => format!("rope/{}/seed{seed}", m.name()),
             _ => format!("{}/seed{}", self.model(), self.seed()),
         }
     }
@@ -263,7 +266,7 @@ mod tests {
         let table = [
             (Item::Base(Scheme::T5, 3), "t5/seed3", "base", "t5", None),
             (
-                Item::Inference(ScalingKind::Llama3, 1),
+                Item::Inference(InferenceMethod::scaling(ScalingKind::Llama3), 1),
                 "rope/llama3/seed1",
                 "llama3",
                 "rope",
@@ -401,15 +404,44 @@ mod tests {
         let c = SweepConfig::default();
         let items = c.items();
         let count = |f: fn(&Item) -> bool| items.iter().filter(|i| f(i)).count();
-        // 18 schemes x 5 seeds; 6 scalings x 5 seeds; (2 kinds x 4 factors + ALiBi x 4 +
-        // T5 x 1) x 3 seeds; 5 schemes x 3 seeds
-        assert_eq!(count(|i| matches!(i, Item::Base(..))), 90);
-        assert_eq!(count(|i| matches!(i, Item::Inference(..))), 30);
+        // 19 schemes (every scheme but CoPE) x 5 seeds; (6 scalings + 7 ReRoPE, Self-Extend
+        // and log-n methods) x 5 seeds; (2 kinds x 4 factors + ALiBi x 4 + T5 x 1) x 3 seeds;
+        // 5 schemes x 3 seeds
+        assert_eq!(count(|i| matches!(i, Item::Base(..))), 95);
+        assert_eq!(count(|i| matches!(i, Item::Inference(..))), 65);
         assert_eq!(count(|i| matches!(i, Item::Finetune { .. })), 39);
         assert_eq!(count(|i| matches!(i, Item::Budget(..))), 15);
         let mut unique = names(&items);
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), items.len(), "names are unique");
+        // RoPE's checkpoint of seed 0 followed by every extension at inference, the scalings
+        // first (as before ReRoPE), then ReRoPE, Leaky ReRoPE, Self-Extend and log-n
+        let rope0 = names(&items)
+            .iter()
+            .position(|n| n == "rope/seed0")
+            .unwrap();
+        let methods = [
+            "linear",
+            "ntk",
+            "dynamic",
+            "ntk-by-parts",
+            "yarn",
+            "llama3",
+            "rerope",
+            "leaky-rerope",
+            "self-extend",
+            "log-n",
+            "ntk+log-n",
+            "yarn+log-n",
+            "rerope+log-n",
+        ];
+        let want: Vec<String> = methods.iter().map(|m| format!("rope/{m}/seed0")).collect();
+        assert_eq!(names(&items[rope0 + 1..rope0 + 14]), want);
+        assert_eq!(
+            items[rope0 + 8].variant(),
+            "leaky-rerope",
+            "the variant of the results rows"
+        );
     }
 }

@@ -39,7 +39,7 @@ pub(super) fn reusable_rows(
     let Some(record) = read_record(config, item) else {
         return Ok(None);
     };
-    let same = record.weights_digest == weights_digest && record.evaluates_as(config);
+    let same = record.weights_digest == weights_digest && record.evaluates_as(config, item);
     if !same {
         return Ok(None);
     }

@@ -15,7 +15,7 @@ use crate::io::csv::{csv_bytes, read_csv};
 use crate::io::{read_json, write_atomic, write_json, FolderLock};
 use crate::lm::checkpoint::read_state;
 use crate::lm::config::{SweepConfig, SweepEval};
-use crate::lm::eval::{write_csv, ResultRow, WindowRow};
+use crate::lm::eval::{write_csv, ReRopeWindow, ResultRow, SelfExtendWindow, WindowRow};
 use crate::lm::model::Scheme;
 use crate::lm::train::CheckpointInfo;
 use crate::results::CurveRow;
@@ -85,6 +85,13 @@ pub(super) struct ItemRecord {
     /// written before the sweep chose its own.
     #[serde(default)]
     pub(super) rope_bounds: RampBounds,
+    /// ReRoPE's window and $k$, for the items that apply them (absent from the others'
+    /// records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) rerope: Option<ReRopeWindow>,
+    /// Self-Extend's window and group, likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) self_extend: Option<SelfExtendWindow>,
     /// Seconds.
     pub(super) timing: SweepTiming,
 }
@@ -149,7 +156,8 @@ pub(super) fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<
     let mut curves: Vec<CurveRow> = Vec::new();
     let mut timings = Vec::new();
     for item in items {
-        let Some(record) = read_record(config, item).filter(|r| r.evaluates_as(config)) else {
+        let Some(record) = read_record(config, item).filter(|r| r.evaluates_as(config, item))
+        else {
             continue;
         };
         rows.extend(read_csv::<ResultRow>(
@@ -180,12 +188,15 @@ pub(super) fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<
 }
 
 impl ItemRecord {
-    /// Whether the record's rows are an evaluation as `config` evaluates: the same
-    /// evaluation, dynamic NTK factor and RoPE bounds (the weights are checked apart).
-    pub(super) fn evaluates_as(&self, config: &SweepConfig) -> bool {
+    /// Whether the record's rows are an evaluation of `item` as `config` evaluates it: the
+    /// same evaluation, dynamic NTK factor, RoPE bounds, ReRoPE and Self-Extend windows (the
+    /// weights are checked apart).
+    pub(super) fn evaluates_as(&self, config: &SweepConfig, item: &Item) -> bool {
         self.eval == config.eval
             && self.dynamic_factor == config.dynamic_factor
             && self.rope_bounds == config.rope_bounds
+            && self.rerope == config.item_rope(item).rerope
+            && self.self_extend == config.item_rope(item).self_extend
     }
 }
 

@@ -138,6 +138,96 @@ fn train_eval_and_export_end_to_end() {
     );
 }
 
+/// `posenc eval --rerope W [--leak K] [--log-n]` and `--self-extend W --group G` on a RoPE
+/// checkpoint: a window beyond every length scores as plain RoPE (the same CSV but for the
+/// variant), the variant names the method (`leaky-rerope+log-n`); a non-RoPE checkpoint, a
+/// window of 0, k below 1, `--leak` without `--rerope`, `--group` without `--self-extend` and
+/// two extensions at once are errors.
+#[test]
+fn eval_extends_a_rope_checkpoint_with_rerope_and_log_n() {
+    let tmp = corpus();
+    let corpus = tmp.path();
+    let corpus_arg = corpus.to_str().unwrap();
+    let rope = corpus.join("rope");
+    let rope_arg = rope.to_str().unwrap();
+    succeeded(&train_tiny(
+        corpus,
+        &["--scheme", "rope", "--steps", "2", "--out", rope_arg],
+    ));
+    let eval = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--checkpoint",
+            rope_arg,
+            "--lengths",
+            "16,32",
+            "--max-bytes",
+            "1000",
+            "--corpus",
+            corpus_arg,
+            "--quiet",
+        ];
+        args.extend(extra);
+        let out = posenc(&args);
+        succeeded(&out);
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let plain = eval(&[]);
+    let beyond = eval(&["--rerope", "32"]);
+    assert_eq!(beyond.replace(",rerope,", ",base,"), plain);
+    let extended = eval(&["--self-extend", "32", "--group", "4"]);
+    assert_eq!(extended.replace(",self-extend,", ",base,"), plain);
+    let leaky = eval(&["--rerope", "8", "--leak", "4", "--log-n"]);
+    assert_eq!(leaky.lines().count(), 3);
+    assert!(leaky
+        .lines()
+        .skip(1)
+        .all(|l| l.starts_with("rope,leaky-rerope+log-n,")));
+    assert_ne!(leaky.replace(",leaky-rerope+log-n,", ",base,"), plain);
+    let at = |extra: &[&str]| {
+        let mut args = vec!["eval", "--checkpoint", rope_arg, "--corpus", corpus_arg];
+        args.extend(extra);
+        args.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    let fails = |extra: &[&str], needle: &str| {
+        let args = at(extra);
+        fails_with(&args.iter().map(String::as_str).collect::<Vec<_>>(), needle);
+    };
+    fails(&["--rerope", "0"], "window");
+    fails(&["--rerope", "4", "--leak", "0.5"], "1/k");
+    for (extra, needle) in [
+        (&["--leak", "4"][..], "--rerope"),
+        (
+            &["--rerope", "4", "--scaling", "yarn"][..],
+            "cannot be used with",
+        ),
+        (&["--group", "4"][..], "--self-extend"),
+        (
+            &["--self-extend", "4", "--group", "2", "--rerope", "4"][..],
+            "cannot be used with",
+        ),
+    ] {
+        let args = at(extra);
+        let out = posenc(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{extra:?}"
+        );
+    }
+    let alibi = corpus.join("alibi");
+    let alibi_arg = alibi.to_str().unwrap();
+    succeeded(&train_tiny(
+        corpus,
+        &["--scheme", "alibi", "--steps", "1", "--out", alibi_arg],
+    ));
+    for extra in [&["--rerope", "4"][..], &["--log-n"][..]] {
+        let mut args = vec!["eval", "--checkpoint", alibi_arg, "--corpus", corpus_arg];
+        args.extend(extra);
+        fails_with(&args, "only for RoPE");
+    }
+}
+
 #[test]
 fn eval_and_export_check_their_inputs_and_outputs_before_work() {
     let tmp = corpus();

@@ -92,6 +92,7 @@ fn the_hybrid_nope_layer_has_no_position_term() {
     let ctx = PositionContext::new(&c, 10, c.rope_scaling, &device).unwrap();
     let rows = lm.positions.rows(&ctx).unwrap();
     let q = burn::tensor::Tensor::<4>::zeros([1, c.heads, 10, c.head_dim()], &device);
+    let x = burn::tensor::Tensor::<3>::zeros([1, 10, c.d_model], &device);
     let ops = Ops::reference();
     for (layer, rotates) in [(0, true), (1, false)] {
         let attn = &lm.blocks[layer].attn;
@@ -99,7 +100,7 @@ fn the_hybrid_nope_layer_has_no_position_term() {
             panic!("hybrid parameters expected")
         };
         assert_eq!(p.layer, layer);
-        let terms = attn.terms(&c, &ctx, &rows, ops, &q, &q).unwrap();
+        let terms = attn.terms(&c, &ctx, &rows, ops, (&x, &q, &q)).unwrap();
         assert_eq!(
             matches!(terms.rotation, Some(Rotation::Half { .. })),
             rotates

@@ -15,6 +15,8 @@
 //! [`crate::lm::checkpoint::ParamPath`].
 
 pub mod alibi;
+pub mod cope;
+pub mod dd_alibi;
 pub mod deberta;
 pub mod dpb;
 pub mod fire;
@@ -42,9 +44,10 @@ use burn::tensor::{Device, Tensor};
 
 use super::context::PositionContext;
 use crate::encodings::rope::{RandomEval, RopeScaling};
-use crate::error::Result;
+use crate::error::{invalid, Result};
 use crate::lm::config::{ModelConfig, Scheme};
 use crate::lm::ops::{Ops, ScoreTerms};
+pub use rope::{ReRopeWindow, RopeInference, SelfExtendWindow};
 
 /// The payload of a scheme without parameters of its own in a layer or in the model.
 #[derive(Module, Debug)]
@@ -58,6 +61,8 @@ pub struct LayerInput<'a> {
     pub ctx: &'a PositionContext,
     /// The model-level absolute rows of this forward pass.
     pub rows: &'a AbsoluteRows,
+    /// The attention's input `[B, L, d_model]` (after the block's LayerNorm).
+    pub x: &'a Tensor<3>,
     /// Queries `[B, H, L, d_h]`.
     pub q: &'a Tensor<4>,
     /// Keys `[B, H, L, d_h]`.
@@ -112,6 +117,10 @@ pub enum LayerPositions {
     RopeNope(rope_nope::RopeNopeLayer),
     /// Randomized RoPE.
     RandomRope(NoParams),
+    /// Data-dependent ALiBi: the forgetting gate.
+    DdAlibi(dd_alibi::DdAlibiParams),
+    /// CoPE.
+    Cope(cope::CopeParams),
 }
 
 impl LayerPositions {
@@ -141,6 +150,8 @@ impl LayerPositions {
             Scheme::PRope => Self::PRope(none),
             Scheme::RopeNope => Self::RopeNope(rope_nope::RopeNopeLayer { layer }),
             Scheme::RandomRope => Self::RandomRope(none),
+            Scheme::DdAlibi => Self::DdAlibi(dd_alibi::DdAlibiParams::init(c, seed, device)?),
+            Scheme::Cope => Self::Cope(cope::CopeParams::init(c, device)?),
         })
     }
 
@@ -167,6 +178,8 @@ impl LayerPositions {
             Self::PRope(_) => p_rope::terms(ctx.objects()?),
             Self::RopeNope(p) => p.terms(ctx.objects()?, input),
             Self::RandomRope(_) => random_rope::terms(ctx.objects()?),
+            Self::DdAlibi(p) => p.terms(ctx.objects()?, input),
+            Self::Cope(p) => p.terms(ctx.objects()?),
         })
     }
 
@@ -201,23 +214,36 @@ impl LayerPositions {
             | Self::PartialRope(_)
             | Self::PRope(_)
             | Self::RopeNope(_)
-            | Self::RandomRope(_) => None,
+            | Self::RandomRope(_)
+            | Self::DdAlibi(_)
+            | Self::Cope(_) => None,
         }
     }
 }
 
 /// The position-only objects of `c`'s scheme for `len` positions, on the device, typed by
 /// the scheme (read back with [`PositionContext::objects`]). `rope_scaling` replaces plain
-/// RoPE's frequencies at inference.
+/// RoPE's frequencies at inference, `inference` adds ReRoPE's window and log-$n$ to them.
 ///
 /// # Errors
-/// When the encodings reject the configuration.
+/// When the encodings reject the configuration; `inference` on a scheme that is not RoPE.
 pub(crate) fn objects(
     c: &ModelConfig,
     len: usize,
     rope_scaling: RopeScaling,
+    inference: &RopeInference,
     device: &Device,
 ) -> Result<Arc<dyn Any + Send + Sync>> {
+    if c.scheme != Scheme::Rope && !inference.is_plain() {
+        return Err(invalid(
+            "inference",
+            format!("{inference:?}"),
+            format!(
+                "ReRoPE and log-n for RoPE models only (this one is {})",
+                c.scheme
+            ),
+        ));
+    }
     Ok(match c.scheme {
         Scheme::Nope => Arc::new(nope::Objects),
         Scheme::Sinusoidal => Arc::new(sinusoidal::Objects::new(c, len, device)?),
@@ -227,7 +253,13 @@ pub(crate) fn objects(
         // TUPE's bucket bias is T5's, over the same buckets
         Scheme::T5 | Scheme::Tupe => Arc::new(t5::Objects::new(c, len, device)?),
         Scheme::Deberta => Arc::new(deberta::Objects::new(c, len)?),
-        Scheme::Rope => Arc::new(rope::Objects::new(c, len, rope_scaling, device)?),
+        Scheme::Rope => Arc::new(rope::Objects::at_inference(
+            c,
+            len,
+            rope_scaling,
+            inference,
+            device,
+        )?),
         Scheme::Alibi => Arc::new(alibi::Objects::new(c, len, device)?),
         Scheme::Xpos => Arc::new(xpos::Objects::new(c, len, device)?),
         Scheme::Kerple => Arc::new(kerple::Objects::new(len, device)),
@@ -237,6 +269,8 @@ pub(crate) fn objects(
         Scheme::PRope => Arc::new(p_rope::Objects::new(c, len, device)?),
         Scheme::RopeNope => Arc::new(rope_nope::Objects::new(c, len, device)?),
         Scheme::RandomRope => Arc::new(random_rope::Objects::new(c, len, device)?),
+        Scheme::DdAlibi => Arc::new(dd_alibi::Objects::new(len)),
+        Scheme::Cope => Arc::new(cope::Objects),
     })
 }
 
@@ -277,7 +311,9 @@ pub(crate) fn step_objects(
         | Scheme::Dpb
         | Scheme::PartialRope
         | Scheme::PRope
-        | Scheme::RopeNope => None,
+        | Scheme::RopeNope
+        | Scheme::DdAlibi
+        | Scheme::Cope => None,
     })
 }
 
@@ -303,7 +339,9 @@ pub(crate) fn depend_on_length(c: &ModelConfig, rope_scaling: &RopeScaling) -> b
         | Scheme::Dpb
         | Scheme::PartialRope
         | Scheme::PRope
-        | Scheme::RopeNope => false,
+        | Scheme::RopeNope
+        | Scheme::DdAlibi
+        | Scheme::Cope => false,
     }
 }
 
@@ -347,6 +385,10 @@ pub enum AbsolutePositions {
     RopeNope(NoParams),
     /// Randomized RoPE.
     RandomRope(NoParams),
+    /// Data-dependent ALiBi.
+    DdAlibi(NoParams),
+    /// CoPE.
+    Cope(NoParams),
 }
 
 /// The model-level absolute rows of one forward pass, positions $0..L$, `[L, d_model]`.
@@ -386,6 +428,8 @@ impl AbsolutePositions {
             Scheme::PRope => Self::PRope(none),
             Scheme::RopeNope => Self::RopeNope(none),
             Scheme::RandomRope => Self::RandomRope(none),
+            Scheme::DdAlibi => Self::DdAlibi(none),
+            Scheme::Cope => Self::Cope(none),
         })
     }
 
@@ -417,7 +461,9 @@ impl AbsolutePositions {
             | Self::PartialRope(_)
             | Self::PRope(_)
             | Self::RopeNope(_)
-            | Self::RandomRope(_) => AbsoluteRows::None,
+            | Self::RandomRope(_)
+            | Self::DdAlibi(_)
+            | Self::Cope(_) => AbsoluteRows::None,
         })
     }
 }

@@ -1,15 +1,126 @@
 //! RoPE in the byte LM (half layout): queries and keys rotated by $m\theta_i$ before their dot
 //! product ([`crate::encodings::rope`]), with the context-extension scaling the model was
-//! trained with or the one asked for at inference (PI, NTK, dynamic NTK, YaRN, Llama 3).
+//! trained with or the one asked for at inference (PI, NTK, dynamic NTK, YaRN, Llama 3), and at
+//! inference optionally ReRoPE's or Self-Extend's second pass beyond a window and log-$n$
+//! query scaling ([`RopeInference`]).
 
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Tensor, TensorData};
 use ndarray::Array2;
+use serde::{Deserialize, Serialize};
 
-use crate::encodings::rope::{rope_cos_sin, RopeConfig, RopeFrequencies, RopeScaling};
-use crate::error::Result;
+use crate::encodings::rope::{
+    rope_cos_sin, ReRope, Rope, RopeConfig, RopeFrequencies, RopeLayout, RopeScaling, SelfExtend,
+};
+use crate::encodings::temperature::Temperature;
+use crate::error::{invalid, Result};
 use crate::lm::config::ModelConfig;
 use crate::lm::model::init::tensor2;
-use crate::lm::ops::{Rotation, ScoreTerms};
+use crate::lm::ops::{Rotation, ScoreTerms, WindowedRotation};
+
+/// ReRoPE's window at inference ([`ReRope`]): relative positions exact below $w$, then
+/// clipped at $w$ (ReRoPE) or growing with slope $1/k$ (Leaky ReRoPE).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReRopeWindow {
+    /// $w \ge 1$.
+    pub window: usize,
+    /// Leaky ReRoPE's $k \ge 1$; `None` for ReRoPE.
+    pub leak: Option<f64>,
+}
+
+impl ReRopeWindow {
+    /// The ndarray [`ReRope`] over `rope` (which checks $w$ and $k$).
+    ///
+    /// # Errors
+    /// A window of 0, $k$ not finite or below 1.
+    pub fn over(&self, rope: Rope) -> Result<ReRope> {
+        match self.leak {
+            None => ReRope::new(rope, self.window),
+            Some(k) => ReRope::leaky(rope, self.window, k),
+        }
+    }
+}
+
+/// Self-Extend's neighbour window and group size at inference ([`SelfExtend`]): relative
+/// positions exact below $w$, beyond it positions grouped by $G$ (floor division).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelfExtendWindow {
+    /// $w \ge 1$.
+    pub window: usize,
+    /// $G \ge 1$ (1 is RoPE).
+    pub group: usize,
+}
+
+impl SelfExtendWindow {
+    /// The ndarray [`SelfExtend`] over `rope` (which checks $w$ and $G$).
+    ///
+    /// # Errors
+    /// A window or group of 0.
+    pub fn over(&self, rope: Rope) -> Result<SelfExtend> {
+        SelfExtend::new(rope, self.window, self.group)
+    }
+}
+
+/// What RoPE's positions become at inference besides a scaling of its frequencies: ReRoPE's
+/// or Self-Extend's two passes merged at a window, and log-$n$ scaling of the queries
+/// ([`Temperature::LogN`] at the model's training length, $\tau_m = \max(1, \ln(m+1) / \ln L)$).
+/// The default changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RopeInference {
+    /// ReRoPE or Leaky ReRoPE.
+    pub rerope: Option<ReRopeWindow>,
+    /// Self-Extend (not with ReRoPE).
+    #[serde(default)]
+    pub self_extend: Option<SelfExtendWindow>,
+    /// Log-$n$ query scaling.
+    pub log_n: bool,
+}
+
+impl RopeInference {
+    /// Whether it changes anything.
+    pub fn is_plain(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The second pass over `rope` for `len` positions, if any: the rotation positions of the
+    /// queries and of the keys ([`ReRope::pass_two_positions`],
+    /// [`SelfExtend::pass_two_positions`]) and the window $w$ from which a pair takes it.
+    ///
+    /// # Errors
+    /// ReRoPE and Self-Extend together; a window or group of 0, $k$ below 1.
+    pub fn second_pass(&self, rope: Rope, len: usize) -> Result<Option<SecondPass>> {
+        let positions = |pass: &dyn Fn(usize, usize) -> (f64, f64)| {
+            let q: Vec<f64> = (0..len).map(|i| pass(i, 0).0).collect();
+            let k: Vec<f64> = (0..len).map(|j| pass(0, j).1).collect();
+            (q, k)
+        };
+        Ok(match (&self.rerope, &self.self_extend) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "inference",
+                    format!("{self:?}"),
+                    "ReRoPE or Self-Extend, not both",
+                ))
+            }
+            (Some(r), None) => {
+                let rerope = r.over(rope)?;
+                let (q, k) = positions(&|i, j| rerope.pass_two_positions(i, j));
+                Some((q, k, r.window))
+            }
+            (None, Some(e)) => {
+                let extend = e.over(rope)?;
+                let (q, k) = positions(&|i, j| extend.pass_two_positions(i, j));
+                Some((q, k, e.window))
+            }
+            (None, None) => None,
+        })
+    }
+}
+
+/// A second pass: the queries' and the keys' rotation positions and the window.
+pub type SecondPass = (Vec<f64>, Vec<f64>, usize);
 
 /// RoPE's tables for $L$ positions.
 #[derive(Debug, Clone)]
@@ -18,6 +129,12 @@ pub struct Objects {
     pub cos: Tensor<2>,
     /// $\sin(m\theta_i)$ likewise.
     pub sin: Tensor<2>,
+    /// The second rotation at inference: ReRoPE's queries at $w$ (Leaky: $i/k + w(1 - 1/k)$),
+    /// keys at 0 (Leaky: $j/k$) ([`ReRope::pass_two_positions`]), or Self-Extend's grouped
+    /// positions ([`SelfExtend::pass_two_positions`]).
+    pub windowed: Option<Box<WindowedRotation>>,
+    /// Log-$n$'s $\tau_m$ at inference, `[L]`.
+    pub query_scale: Option<Box<Tensor<1>>>,
 }
 
 impl Objects {
@@ -26,15 +143,61 @@ impl Objects {
     /// # Errors
     /// When the encodings reject the configuration.
     pub fn new(c: &ModelConfig, len: usize, scaling: RopeScaling, device: &Device) -> Result<Self> {
+        Self::at_inference(c, len, scaling, &RopeInference::default(), device)
+    }
+
+    /// [`Objects::new`] with `inference`'s second rotation and query scale.
+    ///
+    /// # Errors
+    /// When the encodings reject the configuration, the window, $k$ or $G$
+    /// ([`RopeInference::second_pass`]).
+    pub fn at_inference(
+        c: &ModelConfig,
+        len: usize,
+        scaling: RopeScaling,
+        inference: &RopeInference,
+        device: &Device,
+    ) -> Result<Self> {
         let config = RopeConfig::with_scaling(c.head_dim(), c.rope_base, scaling)?;
         let freqs = config.frequencies(Some(len))?;
-        Ok(Self::at(&contiguous(len), &freqs, device))
+        let mut objects = Self::at(&contiguous(len), &freqs, device);
+        let rope = Rope::new(config, RopeLayout::Half);
+        if let Some((q2, k2, window)) = inference.second_pass(rope, len)? {
+            // pass 2: q at q2(i), k at k2(j)
+            let (q_cos, q_sin) = tables(&q2, &freqs, device);
+            let (k_cos, k_sin) = tables(&k2, &freqs, device);
+            objects.windowed = Some(Box::new(WindowedRotation {
+                q_cos,
+                q_sin,
+                k_cos,
+                k_sin,
+                window,
+            }));
+        }
+        if inference.log_n {
+            let t = Temperature::LogN {
+                train_len: c.train_len,
+            };
+            t.validate()?;
+            // tau_m = max(1, ln(m + 1) / ln L), [L]
+            let tau: Vec<f32> = (0..len).map(|m| t.scale(m) as f32).collect();
+            objects.query_scale = Some(Box::new(Tensor::from_data(
+                TensorData::new(tau, [len]),
+                device,
+            )));
+        }
+        Ok(objects)
     }
 
     /// The tables of `freqs` at `positions` (one row each).
     pub fn at(positions: &[f64], freqs: &RopeFrequencies, device: &Device) -> Self {
         let (cos, sin) = tables(positions, freqs, device);
-        Self { cos, sin }
+        Self {
+            cos,
+            sin,
+            windowed: None,
+            query_scale: None,
+        }
     }
 }
 
@@ -59,13 +222,16 @@ pub fn tables(
     (both(&cos), both(&sin))
 }
 
-/// $q' = R_m q$, $k' = R_n k$ in the half layout.
+/// $q' = R_m q$, $k' = R_n k$ in the half layout (and at inference the second rotation beyond
+/// the window and $\tau_m$ on the queries).
 pub fn terms(o: &Objects) -> ScoreTerms {
     ScoreTerms {
         rotation: Some(Rotation::Half {
             cos: o.cos.clone(),
             sin: o.sin.clone(),
         }),
+        windowed: o.windowed.as_deref().cloned(),
+        query_scale: o.query_scale.as_deref().cloned(),
         ..ScoreTerms::default()
     }
 }

@@ -36,13 +36,15 @@ mod testing;
 use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
 
-use super::{Gathered, PositionBias, Rotations, ScoreTerms};
+use super::{Gathered, PositionBias, Rotations, ScoreTerms, WindowedRotation};
 use extension::{AttentionTerms, FusedOps, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// Causal attention of `q, k, v [B, H, L, D]` with a scheme's `terms`
-/// ([`super::Ops::attention`]'s formula): rotations applied to $q, k$ first, $u$ added to
-/// the queries, then one fused operation that expands every other term inside its tiles and
-/// returns each term's gradient to its own compact object.
+/// ([`super::Ops::attention`]'s formula): rotations applied to $q, k$ first, the query scale
+/// $\tau_i$ and $u$ to the queries, then one fused operation that expands every other term
+/// inside its tiles and returns each term's gradient to its own compact object. With a second
+/// rotation ([`ScoreTerms::windowed`], evaluation only) the two-pass form instead
+/// ([`windowed_attention`]).
 pub fn attention(
     q: Tensor<4>,
     k: Tensor<4>,
@@ -51,6 +53,9 @@ pub fn attention(
     scale: f32,
 ) -> Tensor<4> {
     let [_, h, _, dh] = q.dims();
+    if let Some(windowed) = &terms.windowed {
+        return windowed_attention(q, k, v, &terms, windowed, scale);
+    }
     // xPos: queries and keys rotated and permuted alike (q' . k' unchanged)
     let (q, k) = match &terms.rotation {
         Some(rotation) => rotation.apply(
@@ -75,7 +80,8 @@ pub fn attention(
             breakpoints: p.breakpoints,
         },
     };
-    // (q_i + u) . k_j
+    // tau_i q_i, then (q_i + u) . k_j
+    let q = ScoreTerms::scale_queries(terms.query_scale.as_ref(), q);
     let q = match terms.content_bias {
         Some(u) => q + u.reshape([1, h, 1, dh]),
         None => q,
@@ -119,6 +125,48 @@ pub fn attention(
         k.into_dispatch(),
         v.into_dispatch(),
         terms,
+        scale,
+    ))
+}
+
+/// The two-pass attention of ReRoPE at inference: $q, k$ rotated by `terms`' rotation and
+/// by the second rotation, both scaled by $\tau_i$ when `terms` has a query scale, then one
+/// tiled pass that computes both products of every tile and takes the second for the pairs
+/// $i - j \ge w$ (memory linear in $L$). Only the rotations and the query scale of `terms`
+/// take part (what RoPE's trained form hands over); the result carries no gradient.
+fn windowed_attention(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    terms: &ScoreTerms,
+    windowed: &WindowedRotation,
+    scale: f32,
+) -> Tensor<4> {
+    let (q2, k2) = windowed.apply(q.clone(), k.clone(), rope_half);
+    let (q, k) = match &terms.rotation {
+        Some(rotation) => rotation.apply(
+            q,
+            k,
+            Rotations {
+                half: rope_half,
+                pairs: rotate_pairs,
+                sequences: rope_half_sequences,
+            },
+        ),
+        None => (q, k),
+    };
+    let tau = terms.query_scale.as_ref();
+    let (q, q2) = (
+        ScoreTerms::scale_queries(tau, q),
+        ScoreTerms::scale_queries(tau, q2),
+    );
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_windowed_attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        q2.into_dispatch(),
+        k2.into_dispatch(),
+        windowed.window,
         scale,
     ))
 }

@@ -332,7 +332,8 @@ fn unreversed(v: Vec<f32>, len: usize, block: usize) -> Vec<f32> {
 /// only as `want_bias` asks.
 ///
 /// # Panics
-/// When a buffer does not cover its layout or a term does not match `dims`.
+/// When a buffer does not cover its layout, a term does not match `dims`, or the terms have a
+/// [`super::Window`] (evaluation only).
 pub fn attention_backward(
     (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
     (out, dout, lse): (Heads<'_>, Heads<'_>, &[f32]),
@@ -351,6 +352,10 @@ pub fn attention_backward(
         t.check(&dims, what);
     }
     terms.check(&dims);
+    assert!(
+        terms.window.is_none(),
+        "attention: the two-pass window is for evaluation; it has no backward pass"
+    );
     let prepared = terms.prepare(&dims);
     let value_rows = terms.values.map_or(0, |rv| rv.rows);
     let (h, l, d) = (dims.heads, dims.len, dims.dim);

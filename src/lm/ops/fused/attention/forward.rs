@@ -16,7 +16,7 @@ use crate::lm::ops::fused::softmax::softmax_row;
 struct ForwardScratch {
     /// `[TILE, L]`: the tile's scores, then its weights.
     s: Vec<f32>,
-    /// `[TILE, L]`: the relative keys' products (empty without them).
+    /// `[TILE, L]`: the relative keys' products, or the second pass's (empty without them).
     g: Vec<f32>,
     /// `[L]`: one row's bias (piecewise).
     bias: Vec<f32>,
@@ -119,10 +119,10 @@ pub fn attention_forward(
     let out_ptr = SharedMut(out.spare_capacity_mut().as_mut_ptr().cast::<f32>());
     lse.par_chunks_mut(l.max(1)).enumerate().for_each_init(
         || {
-            let with_distance = terms.distance.is_some();
+            let with_g = terms.distance.is_some() || terms.window.is_some();
             let scratch = ForwardScratch {
                 s: vec![0.0; TILE * l],
-                g: vec![0.0; if with_distance { TILE * l } else { 0 }],
+                g: vec![0.0; if with_g { TILE * l } else { 0 }],
                 bias: vec![0.0; l],
                 sums: vec![0.0; TILE * value_rows],
             };

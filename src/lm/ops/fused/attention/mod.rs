@@ -20,7 +20,7 @@ pub mod terms;
 pub use backward::attention_backward;
 pub use forward::attention_forward;
 pub use terms::{
-    Bias, BiasGrads, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied,
+    Bias, BiasGrads, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied, Window,
 };
 
 use super::heads::HeadRows;
@@ -65,12 +65,16 @@ unsafe fn tile_products(
 /// ```
 ///
 /// the relative keys through $G = \hat Q_{\text{tile}} \rho_{n-1..0}^\top$ `[m, n]` in `g`
-/// (row $i$ reads $G_{r,\,n-1-i+j}$, contiguous in $j$). Entries past a row's own key are
-/// left as the products wrote them (the softmax masks them).
+/// (row $i$ reads $G_{r,\,n-1-i+j}$, contiguous in $j$). With a [`Window`], the content
+/// product of the pairs $i - j \ge w$ is the second pass's,
+/// $q_i \cdot k_j \to q^{(2)}_i \cdot k^{(2)}_j$ (both products of the tile computed, the
+/// second in `g` before the relative keys use it, and selected per element). Entries past a
+/// row's own key are left as the products wrote them (the softmax masks them).
 ///
 /// # Safety
 /// `q` covers rows `i0..i0 + m` and `k` rows `0..n`, `D` values each, at their strides, and
-/// so do the relative queries of `terms`; `g` holds `m x n` when `terms` has relative keys.
+/// so do the relative queries and the second pass of `terms`; `g` holds `m x n` when `terms`
+/// has relative keys or a window.
 #[inline]
 unsafe fn tile_scores(
     (q, k): (HeadRows, HeadRows),
@@ -84,6 +88,18 @@ unsafe fn tile_scores(
     // relative keys L x D.
     unsafe {
         tile_products((q, k), (i0, m, d), s);
+        if let Some((q2, k2, w)) = terms.window {
+            // S2 = Q2_tile K2[0..n]^T, [m, n]; s_ij = S2_ij where j <= i - w
+            let g = &mut g[..m * n];
+            tile_products((q2, k2), (i0, m, d), g);
+            for r in 0..m {
+                let i = i0 + r;
+                if i >= w {
+                    let far = r * n..r * n + i - w + 1;
+                    s[far.clone()].copy_from_slice(&g[far]);
+                }
+            }
+        }
         if let Some((pq, pk)) = terms.untied {
             // S += P^Q_tile P^K[0..n]^T
             product(
@@ -128,3 +144,5 @@ unsafe fn tile_scores(
 
 #[cfg(test)]
 mod naive;
+#[cfg(test)]
+mod windowed;

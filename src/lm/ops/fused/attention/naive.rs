@@ -173,6 +173,7 @@ impl Case {
                     rows: *rows,
                     index,
                 }),
+            window: None,
         }
     }
 

@@ -98,6 +98,20 @@ pub struct RelativeValues<'a> {
     pub rows: usize,
 }
 
+/// A second pair of queries and keys for the pairs at distance $i - j \ge w$ (ReRoPE, Leaky
+/// ReRoPE): their product replaces $q_i \cdot k_j$ there,
+/// $s_{ij} = q^{(2)}_i \cdot k^{(2)}_j$ for $i - j \ge w$. Evaluation only: the backward pass
+/// refuses it.
+#[derive(Debug, Clone, Copy)]
+pub struct Window<'a> {
+    /// $q^{(2)}$, `[B, H, L, D]` in any layout.
+    pub queries: Heads<'a>,
+    /// $k^{(2)}$, `[B, H, L, D]` in any layout.
+    pub keys: Heads<'a>,
+    /// $w \ge 1$.
+    pub window: usize,
+}
+
 /// Every position term of one attention call (absent ones `None`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Terms<'a> {
@@ -113,6 +127,8 @@ pub struct Terms<'a> {
     pub untied: Option<Untied<'a>>,
     /// Relative values (Shaw).
     pub values: Option<RelativeValues<'a>>,
+    /// The second pass beyond a window (ReRoPE; evaluation only).
+    pub window: Option<Window<'a>>,
 }
 
 /// `v` reversed in blocks of `block`: block $k$ of the result is block $n-1-k$ of `v`.
@@ -199,6 +215,11 @@ impl<'a> Terms<'a> {
                 u.queries.len() == h * l * d && u.keys.len() == h * l * d,
                 "the [H, L, D] untied terms",
             );
+        }
+        if let Some(w) = &self.window {
+            w.queries.check(dims, "second-pass queries");
+            w.keys.check(dims, "second-pass keys");
+            fits(w.window >= 1, "a window of at least 1");
         }
         if let Some(rv) = &self.values {
             fits(
@@ -288,6 +309,9 @@ impl<'a> Terms<'a> {
                 rows: rv.rows,
                 runs: &prepared.value_runs,
             }),
+            window: self
+                .window
+                .map(|w| (w.queries.head(bh, dims), w.keys.head(bh, dims), w.window)),
         }
     }
 }
@@ -415,6 +439,8 @@ pub(super) struct HeadTerms<'a> {
     /// $p^Q$, $p^K$ of this head, `[L, D]` each.
     pub(super) untied: Option<(&'a [f32], &'a [f32])>,
     pub(super) values: Option<HeadValues<'a>>,
+    /// The second pass's query and key rows of this head and $w$.
+    pub(super) window: Option<(HeadRows, HeadRows, usize)>,
 }
 
 impl HeadTerms<'_> {

@@ -262,6 +262,7 @@ impl<'a> TermValues<'a> {
                 }),
                 _ => None,
             },
+            window: None,
         }
     }
 }
@@ -281,6 +282,30 @@ pub(super) fn attention_forward_flex(
         interleaved(out, &dims),
         flex(lse, &[dims.batch, dims.heads, dims.len]),
     )
+}
+
+/// The two-pass forward pass on Flex tensors ([`attention::Window`]): $q \cdot k$ for the pairs
+/// $i - j < w$, $q^{(2)} \cdot k^{(2)}$ beyond; the output only.
+pub(super) fn windowed_attention_flex(
+    (q, k, v): (&FlexTensor, &FlexTensor, &FlexTensor),
+    (q2, k2): (&FlexTensor, &FlexTensor),
+    window: usize,
+    scale: f32,
+) -> FlexTensor {
+    let dims = dims4(q);
+    let (qb, kb, vb) = (HeadsBuf::new(q), HeadsBuf::new(k), HeadsBuf::new(v));
+    let (q2b, k2b) = (HeadsBuf::new(q2), HeadsBuf::new(k2));
+    let terms = Terms {
+        window: Some(attention::Window {
+            queries: q2b.heads(),
+            keys: k2b.heads(),
+            window,
+        }),
+        ..Terms::default()
+    };
+    let qkv = (qb.heads(), kb.heads(), vb.heads());
+    let (out, _) = attention::attention_forward(qkv, &terms, scale, dims);
+    interleaved(out, &dims)
 }
 
 /// GELU on a Flex tensor: $y$ and $\Phi(x)$.

@@ -18,8 +18,10 @@ use backward::{
     AttentionState,
 };
 use burn::backend::autodiff::ops::NodeGuard;
+use burn::backend::AutodiffBackend;
 use flex::{
     attention_forward_flex, gelu_flex, indices, layer_norm_flex, linear_flex, nll_flex, rope_flex,
+    windowed_attention_flex,
 };
 
 /// An additive attention-score bias $b_{ij}$.
@@ -123,6 +125,19 @@ pub trait FusedOps: Backend {
         scale: f32,
     ) -> FloatTensor<Self>;
 
+    /// Causal attention of `q, k, v [B, H, L, D]` in two passes merged by a window $w$:
+    /// $s_{ij} = q_i \cdot k_j$ for $i - j < w$, $q^{(2)}_i \cdot k^{(2)}_j$ beyond (ReRoPE,
+    /// Leaky ReRoPE). Evaluation only: the result carries no gradient.
+    fn fused_windowed_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        q2: FloatTensor<Self>,
+        k2: FloatTensor<Self>,
+        window: usize,
+        scale: f32,
+    ) -> FloatTensor<Self>;
+
     /// Exact GELU, elementwise.
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
 
@@ -185,6 +200,18 @@ impl FusedOps for Flex {
         scale: f32,
     ) -> FlexTensor {
         attention_forward_flex((&q, &k, &v), &terms, scale).0
+    }
+
+    fn fused_windowed_attention(
+        q: FlexTensor,
+        k: FlexTensor,
+        v: FlexTensor,
+        q2: FlexTensor,
+        k2: FlexTensor,
+        window: usize,
+        scale: f32,
+    ) -> FlexTensor {
+        windowed_attention_flex((&q, &k, &v), (&q2, &k2), window, scale)
     }
 
     fn fused_gelu(x: FlexTensor) -> FlexTensor {
@@ -262,6 +289,25 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         let mut parents = vec![q.node(), k.node(), v.node()];
         parents.extend(term_nodes);
         record_attention::<C>(parents, out.clone(), state)
+    }
+
+    /// The Flex forward pass, untracked: an evaluation-only operation stops the gradient.
+    fn fused_windowed_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        q2: FloatTensor<Self>,
+        k2: FloatTensor<Self>,
+        window: usize,
+        scale: f32,
+    ) -> FloatTensor<Self> {
+        let out = windowed_attention_flex(
+            (q.primitive(), k.primitive(), v.primitive()),
+            (q2.primitive(), k2.primitive()),
+            window,
+            scale,
+        );
+        <Self as AutodiffBackend>::from_inner(out)
     }
 
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
