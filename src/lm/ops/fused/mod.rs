@@ -57,18 +57,7 @@ pub fn attention(
         return windowed_attention(q, k, v, &terms, windowed, scale);
     }
     // xPos: queries and keys rotated and permuted alike (q' . k' unchanged)
-    let (q, k) = match &terms.rotation {
-        Some(rotation) => rotation.apply(
-            q,
-            k,
-            Rotations {
-                half: rope_half,
-                pairs: rotate_pairs,
-                sequences: rope_half_sequences,
-            },
-        ),
-        None => (q, k),
-    };
+    let (q, k) = rotate(&terms, q, k);
     let bias = match terms.bias {
         None => ScoreBias::None,
         Some(PositionBias::Distance(b)) => ScoreBias::Distance(b.into_dispatch()),
@@ -129,6 +118,22 @@ pub fn attention(
     ))
 }
 
+/// $q, k$ rotated by `terms`' rotation with the fused rotation kernels, unchanged without one.
+fn rotate(terms: &ScoreTerms, q: Tensor<4>, k: Tensor<4>) -> (Tensor<4>, Tensor<4>) {
+    match &terms.rotation {
+        Some(rotation) => rotation.apply(
+            q,
+            k,
+            Rotations {
+                half: rope_half,
+                pairs: rotate_pairs,
+                sequences: rope_half_sequences,
+            },
+        ),
+        None => (q, k),
+    }
+}
+
 /// The two-pass attention of ReRoPE at inference: $q, k$ rotated by `terms`' rotation and
 /// by the second rotation, both scaled by $\tau_i$ when `terms` has a query scale, then one
 /// tiled pass that computes both products of every tile and takes the second for the pairs
@@ -143,18 +148,7 @@ fn windowed_attention(
     scale: f32,
 ) -> Tensor<4> {
     let (q2, k2) = windowed.apply(q.clone(), k.clone(), rope_half);
-    let (q, k) = match &terms.rotation {
-        Some(rotation) => rotation.apply(
-            q,
-            k,
-            Rotations {
-                half: rope_half,
-                pairs: rotate_pairs,
-                sequences: rope_half_sequences,
-            },
-        ),
-        None => (q, k),
-    };
+    let (q, k) = rotate(terms, q, k);
     let tau = terms.query_scale.as_ref();
     let (q, q2) = (
         ScoreTerms::scale_queries(tau, q),
