@@ -8,13 +8,16 @@ pub mod checkpoint;
 pub mod extension;
 pub mod inference;
 pub mod keys;
+pub mod scheme;
 pub mod sweep;
 pub mod train;
+mod validate;
 
 pub use checkpoint::{CheckpointInfo, WeightDtype};
 pub use extension::{FinetuneControl, SweepBudget, SweepFinetune, SWEEP_RAMP};
-pub use inference::{Extension, InferenceMethod};
+pub use inference::{Extension, InferenceMethod, TemperatureKind};
 pub use keys::MODEL_KEYS;
+pub use scheme::Scheme;
 pub use sweep::{check_lengths, Mode, SweepConfig, SweepEval};
 pub use train::TrainConfig;
 
@@ -24,15 +27,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::encodings::cope;
 use crate::encodings::dd_alibi;
-use crate::encodings::deberta::{self, LogBuckets};
+use crate::encodings::deberta;
 use crate::encodings::fire;
-use crate::encodings::rope::{
-    p_rope_pairs, partial_rotary_dim, RandomEval, RandomPositions, RopeConfig, RopeScaling,
-    NEOX_ROTARY_FACTOR, P_ROPE_KEPT,
-};
-use crate::encodings::t5::T5Buckets;
+use crate::encodings::rope::{RandomEval, RopeScaling, NEOX_ROTARY_FACTOR, P_ROPE_KEPT};
 use crate::encodings::tupe;
-use crate::error::{ensure, ensure_positive, invalid, Result};
 
 /// Most blocks a model may have.
 pub const MAX_LAYERS: usize = 64;
@@ -59,144 +57,6 @@ pub const MAX_ATTENTION_ENTRIES: usize = 1 << 30;
 pub const MAX_STEPS: usize = 100_000_000;
 /// The most bytes of the validation split scored at each measurement during training.
 pub const MAX_VALID_BYTES: usize = 1 << 20;
-
-/// Every position scheme of the crate, as selected on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scheme {
-    /// NoPE: no position information at all (causal masking alone).
-    Nope,
-    /// Sinusoidal absolute table added to the input.
-    Sinusoidal,
-    /// Learned absolute table added to the input.
-    Learned,
-    /// Shaw et al.: clipped relative key and value vectors.
-    Shaw,
-    /// Transformer-XL: $u$, $v$, $W_R$ and sinusoidal relative embeddings.
-    Xl,
-    /// T5: a learned scalar per bucket and head.
-    T5,
-    /// DeBERTa: content-to-position and position-to-content terms with log buckets.
-    Deberta,
-    /// TUPE: untied absolute position term plus a T5 bias.
-    Tupe,
-    /// RoPE (half layout).
-    Rope,
-    /// ALiBi: fixed per-head linear distance penalties.
-    Alibi,
-    /// xPos: RoPE with an exponential decay.
-    Xpos,
-    /// Kerple (log variant) with learned $r_1, r_2$.
-    Kerple,
-    /// FIRE: an MLP of the normalised log distance.
-    Fire,
-    /// Dynamic position bias: an MLP of the signed log distance per layer.
-    Dpb,
-    /// Partial RoPE: the first `partial_rotary_factor` of each head's channels rotated.
-    #[serde(rename = "partial_rope")]
-    PartialRope,
-    /// p-RoPE: the lowest frequencies of RoPE dropped (`p_rope_kept` of the pairs rotate).
-    #[serde(rename = "p_rope")]
-    PRope,
-    /// RoPE with a global NoPE layer every `nope_every` layers.
-    #[serde(rename = "rope_nope")]
-    RopeNope,
-    /// RoPE trained at random ordered positions from `[0, random_positions_max)`.
-    #[serde(rename = "random_rope")]
-    RandomRope,
-    /// Data-dependent ALiBi (the forgetting gate): a bias summing the log gates of the tokens
-    /// between key and query.
-    #[serde(rename = "dd_alibi")]
-    DdAlibi,
-    /// CoPE: positions counted by gates from the query's own logits, embeddings interpolated.
-    Cope,
-}
-
-impl Scheme {
-    /// All schemes, in the order of the results table.
-    pub const ALL: [Scheme; 20] = [
-        Scheme::Nope,
-        Scheme::Sinusoidal,
-        Scheme::Learned,
-        Scheme::Shaw,
-        Scheme::Xl,
-        Scheme::T5,
-        Scheme::Deberta,
-        Scheme::Tupe,
-        Scheme::Rope,
-        Scheme::Alibi,
-        Scheme::Xpos,
-        Scheme::Kerple,
-        Scheme::Fire,
-        Scheme::Dpb,
-        Scheme::PartialRope,
-        Scheme::PRope,
-        Scheme::RopeNope,
-        Scheme::RandomRope,
-        Scheme::DdAlibi,
-        Scheme::Cope,
-    ];
-
-    /// One line on the scheme, for help texts.
-    pub fn summary(&self) -> &'static str {
-        match self {
-            Scheme::Nope => "NoPE: no position information at all (causal masking alone)",
-            Scheme::Sinusoidal => "Sinusoidal absolute table added to the input",
-            Scheme::Learned => "Learned absolute table added to the input",
-            Scheme::Shaw => "Shaw et al.: clipped relative key and value vectors",
-            Scheme::Xl => "Transformer-XL: u, v, W_R and sinusoidal relative embeddings",
-            Scheme::T5 => "T5: a learned scalar per bucket and head",
-            Scheme::Deberta => {
-                "DeBERTa: content-to-position and position-to-content terms with log buckets"
-            }
-            Scheme::Tupe => "TUPE: untied absolute position term plus a T5 bias",
-            Scheme::Rope => "RoPE (half layout)",
-            Scheme::Alibi => "ALiBi: fixed per-head linear distance penalties",
-            Scheme::Xpos => "xPos: RoPE with an exponential decay",
-            Scheme::Kerple => "Kerple (log variant) with learned r1, r2",
-            Scheme::Fire => "FIRE: an MLP of the normalised log distance",
-            Scheme::Dpb => "Dynamic position bias: an MLP of the signed log distance per layer",
-            Scheme::PartialRope => "Partial RoPE: the first part of each head's channels rotated",
-            Scheme::PRope => "p-RoPE: RoPE with its slowest pairs left unrotated",
-            Scheme::RopeNope => "RoPE layers with a global NoPE layer every few layers",
-            Scheme::RandomRope => "RoPE trained at random ordered positions from a wider range",
-            Scheme::DdAlibi => {
-                "Data-dependent ALiBi: a forget gate per token and head sums to the bias"
-            }
-            Scheme::Cope => {
-                "CoPE: contextual positions, counts of sigmoid gates of the query's logits"
-            }
-        }
-    }
-
-    /// The command-line name: `nope`, `sinusoidal`, ..., `fire`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Scheme::Nope => "nope",
-            Scheme::Sinusoidal => "sinusoidal",
-            Scheme::Learned => "learned",
-            Scheme::Shaw => "shaw",
-            Scheme::Xl => "xl",
-            Scheme::T5 => "t5",
-            Scheme::Deberta => "deberta",
-            Scheme::Tupe => "tupe",
-            Scheme::Rope => "rope",
-            Scheme::Alibi => "alibi",
-            Scheme::Xpos => "xpos",
-            Scheme::Kerple => "kerple",
-            Scheme::Fire => "fire",
-            Scheme::Dpb => "dpb",
-            Scheme::PartialRope => "partial_rope",
-            Scheme::PRope => "p_rope",
-            Scheme::RopeNope => "rope_nope",
-            Scheme::RandomRope => "random_rope",
-            Scheme::DdAlibi => "dd_alibi",
-            Scheme::Cope => "cope",
-        }
-    }
-}
-
-crate::named::named!(Scheme, "scheme");
 
 /// Model hyper-parameters. Defaults: the sweep's ~1M-parameter model. Read from JSON, missing
 /// keys take the defaults and unknown keys are an error.
@@ -397,201 +257,6 @@ impl ModelConfig {
             .saturating_mul(block)
             .saturating_add(self.vocab.saturating_mul(d))
             .saturating_add(2 * d)
-    }
-
-    /// Checks every field, with upper bounds, and the position objects of the scheme (so a bad
-    /// bucket count fails here, before any training).
-    ///
-    /// # Errors
-    /// A zero or too large size, a width not divisible by the heads, an odd head width, a
-    /// vocabulary other than 256, a non-finite or out-of-range base, a RoPE scaling on a
-    /// scheme that is not RoPE, or position parameters the encodings reject.
-    pub fn validate(&self) -> Result<()> {
-        let at_most = |max: usize| format!("1 to {max}");
-        ensure(self.vocab == 256, "vocab", self.vocab, "256 (bytes)")?;
-        ensure(
-            (1..=MAX_LAYERS).contains(&self.layers),
-            "layers",
-            self.layers,
-            &at_most(MAX_LAYERS),
-        )?;
-        ensure(
-            (1..=MAX_HEADS).contains(&self.heads),
-            "heads",
-            self.heads,
-            &at_most(MAX_HEADS),
-        )?;
-        ensure(
-            self.d_model > 0
-                && self.d_model <= MAX_WIDTH
-                && self.d_model.is_multiple_of(self.heads)
-                && self.head_dim().is_multiple_of(2),
-            "d_model",
-            self.d_model,
-            &format!(
-                "a multiple of 2 x heads = {} up to {MAX_WIDTH}",
-                2 * self.heads
-            ),
-        )?;
-        ensure(
-            (1..=MAX_WIDTH).contains(&self.d_ff),
-            "d_ff",
-            self.d_ff,
-            &at_most(MAX_WIDTH),
-        )?;
-        ensure(
-            (2..=MAX_LEN).contains(&self.train_len),
-            "train_len",
-            self.train_len,
-            &format!("2 to {MAX_LEN}"),
-        )?;
-        ensure(
-            (1..=MAX_LEN).contains(&self.max_positions),
-            "max_positions",
-            self.max_positions,
-            &at_most(MAX_LEN),
-        )?;
-        ensure(
-            (1..=MAX_LEN).contains(&self.shaw_max_relative),
-            "shaw_max_relative",
-            self.shaw_max_relative,
-            &at_most(MAX_LEN),
-        )?;
-        ensure(
-            self.t5_num_buckets <= MAX_LEN,
-            "t5_num_buckets",
-            self.t5_num_buckets,
-            &format!("at most {MAX_LEN}"),
-        )?;
-        ensure(
-            self.t5_max_distance <= MAX_LEN,
-            "t5_max_distance",
-            self.t5_max_distance,
-            &format!("at most {MAX_LEN}"),
-        )?;
-        ensure(
-            self.deberta_bucket_size <= MAX_LEN,
-            "deberta_bucket_size",
-            self.deberta_bucket_size,
-            &format!("at most {MAX_LEN}"),
-        )?;
-        ensure(
-            self.deberta_max_position <= MAX_LEN,
-            "deberta_max_position",
-            self.deberta_max_position,
-            &format!("at most {MAX_LEN}"),
-        )?;
-        ensure(
-            (1..=MAX_WIDTH).contains(&self.fire_hidden),
-            "fire_hidden",
-            self.fire_hidden,
-            &at_most(MAX_WIDTH),
-        )?;
-        ensure_positive("fire_c", self.fire_c)?;
-        ensure(
-            self.fire_threshold.is_finite() && self.fire_threshold >= 1.0,
-            "fire_threshold",
-            self.fire_threshold,
-            "a finite number >= 1",
-        )?;
-        ensure_positive("xpos_scale_base", self.xpos_scale_base)?;
-        ensure(
-            self.content_params() <= MAX_PARAMS,
-            "layers, d_model, d_ff",
-            format!(
-                "{} x {} x {} ({} parameters)",
-                self.layers,
-                self.d_model,
-                self.d_ff,
-                self.content_params()
-            ),
-            &format!("at most {MAX_PARAMS} parameters"),
-        )?;
-        if self.rope_scaling != RopeScaling::None && self.scheme != Scheme::Rope {
-            return Err(invalid(
-                "rope_scaling",
-                self.rope_scaling.name(),
-                format!(
-                    "none for scheme {} (RoPE scalings apply to rope)",
-                    self.scheme
-                ),
-            ));
-        }
-        // the scheme's own position objects, as the model will build them
-        match self.scheme {
-            Scheme::Rope => {
-                RopeConfig::with_scaling(self.head_dim(), self.rope_base, self.rope_scaling)?;
-            }
-            Scheme::T5 | Scheme::Tupe => {
-                T5Buckets::new(self.t5_num_buckets, self.t5_max_distance, false)?;
-            }
-            Scheme::Deberta => {
-                LogBuckets::new(self.deberta_bucket_size, self.deberta_max_position)?;
-            }
-            Scheme::Nope
-            | Scheme::Sinusoidal
-            | Scheme::Learned
-            | Scheme::Shaw
-            | Scheme::Xl
-            | Scheme::Alibi
-            | Scheme::Xpos
-            | Scheme::Kerple
-            | Scheme::Fire => {}
-            Scheme::Dpb => {
-                ensure(
-                    (1..=MAX_WIDTH).contains(&self.dpb_hidden),
-                    "dpb_hidden",
-                    self.dpb_hidden,
-                    &at_most(MAX_WIDTH),
-                )?;
-                ensure(
-                    (1..=MAX_LAYERS).contains(&self.dpb_depth),
-                    "dpb_depth",
-                    self.dpb_depth,
-                    &at_most(MAX_LAYERS),
-                )?;
-            }
-            Scheme::PartialRope => {
-                partial_rotary_dim(self.head_dim(), self.partial_rotary_factor)?;
-            }
-            Scheme::PRope => {
-                p_rope_pairs(self.head_dim(), self.p_rope_kept)?;
-            }
-            Scheme::RopeNope => ensure(
-                (1..=MAX_LAYERS).contains(&self.nope_every),
-                "nope_every",
-                self.nope_every,
-                &format!("1 to {MAX_LAYERS} (more than layers: no NoPE layer)"),
-            )?,
-            Scheme::RandomRope => {
-                RandomPositions::new(self.random_positions_max, self.random_positions_eval)?;
-                ensure(
-                    self.random_positions_max >= self.train_len,
-                    "random_positions_max",
-                    self.random_positions_max,
-                    &format!("at least train_len = {}", self.train_len),
-                )?;
-            }
-            Scheme::DdAlibi => ensure(
-                self.dd_alibi_gate_bias.is_finite(),
-                "dd_alibi_gate_bias",
-                self.dd_alibi_gate_bias,
-                "a finite number",
-            )?,
-            Scheme::Cope => ensure(
-                (1..=cope::MAX_POS).contains(&self.cope_max_pos),
-                "cope_max_pos",
-                self.cope_max_pos,
-                &format!("1 to {}", cope::MAX_POS),
-            )?,
-        }
-        ensure(
-            self.rope_base.is_finite() && self.rope_base > 1.0,
-            "rope_base",
-            self.rope_base,
-            "a finite number > 1",
-        )?;
-        self.rope_scaling.validate()
     }
 }
 

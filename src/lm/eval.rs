@@ -203,14 +203,16 @@ pub fn memory_plan(
         });
         batch_for(l).min(held)
     };
+    let second_pass = opts.rope.rerope.is_some() || opts.rope.self_extend.is_some();
+    let bytes = |l, b| eval_bytes(model, l, b, kernels, (threads, second_pass));
     let largest = passes
         .into_iter()
         .map(|l| (l, windows(l)))
-        .max_by_key(|&(l, b)| eval_bytes(model, l, b, kernels, threads));
+        .max_by_key(|&(l, b)| bytes(l, b));
     Ok(largest.map(|(len, batch)| MemoryPlan {
         len,
         batch,
-        bytes: eval_bytes(model, len, batch, kernels, threads),
+        bytes: bytes(len, batch),
         available: available_bytes(),
     }))
 }

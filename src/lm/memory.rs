@@ -93,20 +93,23 @@ fn dense_terms(c: &ModelConfig) -> u64 {
 }
 
 /// The estimated peak memory, in bytes, of one evaluation pass over `batch` windows of
-/// length `len` with `kernels`, on `threads` threads.
+/// length `len` with `kernels`, on `threads` threads; `second_pass` where RoPE is extended
+/// with ReRoPE or Self-Extend at inference (the second rotation's copies of $q$ and $k$, $2d$
+/// more per position in the attention phase).
 pub fn eval_bytes(
     c: &ModelConfig,
     len: usize,
     batch: usize,
     kernels: Kernels,
-    threads: usize,
+    (threads, second_pass): (usize, bool),
 ) -> u64 {
     let (l, b) = (len as u64, batch as u64);
     let (d, ff, v) = (c.d_model as u64, c.d_ff as u64, c.vocab as u64);
     let params = c.layers as u64 * (4 * d * d + 2 * d * ff) + v * d;
+    let second = if second_pass { 2 * d } else { 0 };
     // the largest phase of a block, per window and position, and the allocator's slack
     let per_position = (2 * d + 3 * ff)
-        .max(6 * d + term_values(c))
+        .max(6 * d + second + term_values(c))
         .max(2 * d + 2 * v)
         + d;
     let activations = 4 * b * l * per_position;
@@ -193,8 +196,8 @@ mod tests {
     #[test]
     fn estimate_grows_as_the_kernels_do() {
         let c = ModelConfig::default();
-        let fused = |l| eval_bytes(&c, l, 1, Kernels::Fused, 2) - BASE_BYTES;
-        let reference = |l| eval_bytes(&c, l, 1, Kernels::Reference, 2) - BASE_BYTES;
+        let fused = |l| eval_bytes(&c, l, 1, Kernels::Fused, (2, false)) - BASE_BYTES;
+        let reference = |l| eval_bytes(&c, l, 1, Kernels::Reference, (2, false)) - BASE_BYTES;
         let params = fused(0);
         assert_eq!((fused(2000) - params) * 2, fused(4000) - params);
         assert!(reference(4000) - params > 3 * (reference(2000) - params));
@@ -202,7 +205,21 @@ mod tests {
             scheme: Scheme::Deberta,
             ..c.clone()
         };
-        assert!(eval_bytes(&deberta, 4096, 1, Kernels::Fused, 2) > fused(4096) + BASE_BYTES);
+        assert!(
+            eval_bytes(&deberta, 4096, 1, Kernels::Fused, (2, false)) > fused(4096) + BASE_BYTES
+        );
+        // a second rotation adds 2d values a position where attention is the largest phase
+        // (a narrow feed-forward network), and nothing where the feed-forward phase is
+        let narrow = ModelConfig {
+            d_ff: c.d_model,
+            ..c.clone()
+        };
+        let two = |c: &ModelConfig, second| eval_bytes(c, 1000, 1, Kernels::Fused, (2, second));
+        assert_eq!(
+            two(&narrow, true) - two(&narrow, false),
+            1000 * 4 * 2 * c.d_model as u64
+        );
+        assert_eq!(two(&c, true), two(&c, false));
         // the feed-forward phase is the peak of a plain model: (2d + 3 d_ff + d) f32 values
         let per_position = 4 * (3 * c.d_model + 3 * c.d_ff) as u64;
         assert_eq!(

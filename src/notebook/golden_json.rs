@@ -1,10 +1,11 @@
-//! Golden cases that hold matrices (x-transformers' DPB weights and bias, transformers'
-//! rotated rows), read from a notebook: the case on the line that holds a marker, parsed as
+//! Golden cases that hold matrices (x-transformers' DPB weights and bias, its data-dependent
+//! ALiBi gate, input and bias, transformers' rotated rows), read from a notebook: the case on the line that holds a marker, parsed as
 //! one JSON object (the files keep one case per line).
 
 use ndarray::{Array1, Array2, Array3};
 use serde_json::Value;
 
+use crate::encodings::dd_alibi::DataDependentAlibi;
 use crate::encodings::dpb::{DpbLayer, DpbNorm, DynamicPositionBias};
 use crate::{Error, Result};
 
@@ -126,21 +127,62 @@ pub fn golden_dpb(text: &str, marker: &str) -> Result<(DynamicPositionBias, Arra
         transposed(field("out_weight")?, "out_weight")?,
         Array1::from(numbers(field("out_bias")?, "out_bias")?),
     )?;
-    // bias [H][n][n]
-    let heads = field("bias")?.as_array().ok_or_else(|| missing("bias"))?;
+    let bias = cube(field("bias")?, "bias", marker)?;
+    Ok((dpb, bias))
+}
+
+/// A `[H][n][n]` JSON array as `[H, n, n]`.
+fn cube(v: &Value, field: &str, marker: &str) -> Result<Array3<f32>> {
+    let not_cube = || Error::Io(format!("golden: {field:?} of {marker:?} is not [H][n][n]"));
+    let heads = v.as_array().ok_or_else(not_cube)?;
     let n = heads.first().and_then(Value::as_array).map_or(0, Vec::len);
     let mut values = Vec::with_capacity(heads.len() * n * n);
     for h in heads {
-        for row in h.as_array().ok_or_else(|| missing("bias"))? {
-            values.extend(numbers(row, "bias")?);
+        for row in h.as_array().ok_or_else(not_cube)? {
+            values.extend(numbers(row, field)?);
         }
     }
-    let bias = Array3::from_shape_vec((heads.len(), n, n), values).map_err(|e| {
+    Array3::from_shape_vec((heads.len(), n, n), values).map_err(|e| {
         Error::Io(format!(
-            "golden: \"bias\" of {marker:?} is not [H][n][n]: {e}"
+            "golden: {field:?} of {marker:?} is not [H][n][n]: {e}"
         ))
-    })?;
-    Ok((dpb, bias))
+    })
+}
+
+/// The case of `tests/golden/dd_alibi.json` on the line holding `marker`: x-transformers'
+/// `DataDependentAlibi` gate loaded into the crate's [`DataDependentAlibi`] (torch's
+/// `[heads, dim]` weight transposed), its input `x [n, dim]`, and the bias
+/// $C_{h,i} - C_{h,j}$ x-transformers computed from it, `[H, n, n]` (future keys included).
+///
+/// # Errors
+/// [`Error::Io`] when no line holds the marker or a field is missing or malformed; the
+/// crate's validation error when the weight and bias do not match.
+///
+/// # Examples
+/// ```
+/// use posenc::notebook::prelude::*;
+/// // one head, dim 1, w = 0 and b = 0: every log gate is ln(1/2)
+/// let text = "{\"seed\": 3, \"weight\": [[0.0]], \"bias\": [0.0], \"x\": [[1.0], [2.0]], \
+///             \"attn_bias\": [[[0.0, 0.69314718], [-0.69314718, 0.0]]]},";
+/// let (gate, x, want) = golden_dd_alibi(text, "\"seed\": 3,")?;
+/// assert!(max_err(&gate.bias(x.view())?, &want)? < 1e-6);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn golden_dd_alibi(
+    text: &str,
+    marker: &str,
+) -> Result<(DataDependentAlibi, Array2<f32>, Array3<f32>)> {
+    let case = case_value(text, marker)?;
+    let field = |name: &str| {
+        case.get(name)
+            .ok_or_else(|| Error::Io(format!("golden: no field {name:?} in {marker:?}")))
+    };
+    let gate = DataDependentAlibi::from_parts(
+        transposed(field("weight")?, "weight")?,
+        Array1::from(numbers(field("bias")?, "bias")?),
+    )?;
+    let x = transposed(field("x")?, "x")?.reversed_axes();
+    Ok((gate, x, cube(field("attn_bias")?, "attn_bias", marker)?))
 }
 
 #[cfg(test)]
@@ -172,6 +214,8 @@ mod tests {
             ndarray::array![[2.0, -1.0], [0.0, 1.0]]
         );
         assert!(golden_matrix(text, "\"seed\": 5,", "bias").is_err());
+        // the cube of a DPB case is read by the dd-ALiBi reader too; its fields are not there
+        assert!(golden_dd_alibi(text, "\"seed\": 5,").is_err());
         assert!(golden_matrix(text, "\"seed\": 5,", "gamma").is_err());
         let broken = text.replace("\"out_bias\": [0.5, 0.0]", "\"out_bias\": [0.5]");
         assert!(golden_dpb(&broken, "\"seed\": 5,").is_err());

@@ -28,8 +28,9 @@
 //!   seeded random inputs; [`golden_array`] and [`golden_number`] read the golden files of
 //!   `tests/golden/`, [`rope_golden_distance`] measures RoPE frequencies against one of its
 //!   cases in ulps ([`max_ulps`]), [`golden_matrix`] reads a matrix of a case, and
-//!   [`golden_dpb`] loads an x-transformers DPB case into the crate's
-//!   [`crate::encodings::dpb::DynamicPositionBias`] beside the bias it computed;
+//!   [`golden_dpb`] and [`golden_dd_alibi`] load x-transformers' DPB and data-dependent
+//!   ALiBi cases into the crate's [`crate::encodings::dpb::DynamicPositionBias`] and
+//!   [`crate::encodings::dd_alibi::DataDependentAlibi`] beside the bias it computed;
 //! - **display**: [`show`] sends any [`Show`] value (a [`Figure`], a [`plotly::Plot`], a
 //!   [`polars::prelude::DataFrame`], an [`Html`] snippet) to the notebook, and a cell that
 //!   ends in a `Figure` or a `DataFrame` displays it the same way;
@@ -92,7 +93,7 @@ pub use figures::{
     Panels, ToF64, Values, MAX_PANELS, PALETTE,
 };
 pub use golden::{golden_array, golden_number, max_ulps, rope_golden_distance};
-pub use golden_json::{golden_dpb, golden_matrix};
+pub use golden_json::{golden_dd_alibi, golden_dpb, golden_matrix};
 pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
 pub use relative::{
     constant_from, mass_window, position_maps, toeplitz_err, weights_by_distance, PositionMap,

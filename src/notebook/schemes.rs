@@ -7,7 +7,10 @@ use ndarray::{array, Array2};
 use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 
 use crate::encodings::alibi::{alibi_bias, alibi_slopes};
+use crate::encodings::cope::Cope;
+use crate::encodings::dd_alibi::{DataDependentAlibi, GATE_BIAS_INIT};
 use crate::encodings::deberta::{deberta_relative_positions, DebertaRelative};
+use crate::encodings::dpb::DynamicPositionBias;
 use crate::encodings::fire::Fire;
 use crate::encodings::init::Seeded;
 use crate::encodings::kerple::{Kerple, KerpleKind};
@@ -182,8 +185,8 @@ fn matching(candidates: [i64; 2], mut test: impl FnMut(i64) -> Result<bool>) -> 
 }
 
 /// The configuration the parameter counts of [`scheme_summary`] are for.
-pub const SUMMARY_CONFIG: &str =
-    "d_model 64, 4 heads of width 16, 512 positions, k = s = 16, 32 buckets, FIRE 32 hidden units";
+pub const SUMMARY_CONFIG: &str = "d_model 64, 4 heads of width 16, 512 positions, k = s = 16, \
+     32 buckets, FIRE and DPB 32 hidden units (DPB: two layers), CoPE P = 16";
 
 /// One row per scheme of the crate: where position enters attention, the relative position it
 /// uses, what it learns (counted on the crate's objects for [`SUMMARY_CONFIG`], one layer),
@@ -199,7 +202,7 @@ pub const SUMMARY_CONFIG: &str =
 /// ```
 /// use posenc::notebook::prelude::*;
 /// let table = scheme_summary()?;
-/// assert_eq!(table.height(), 13);
+/// assert_eq!(table.height(), 22);
 /// # Ok::<(), posenc::Error>(())
 /// ```
 pub fn scheme_summary() -> Result<DataFrame> {
@@ -212,6 +215,9 @@ pub fn scheme_summary() -> Result<DataFrame> {
     let tupe = Tupe::new(positions, d_model, head_dim, 0, Some(t5()?))?;
     let kerple = Kerple::new(KerpleKind::Log, vec![1.0; heads], vec![1.0; heads])?;
     let fire = Fire::new(heads, 32, 0.1, 512.0, 0)?;
+    let dpb = DynamicPositionBias::new(heads, 32, 2, true, false, 0)?;
+    let dd_alibi = DataDependentAlibi::new(d_model, heads, GATE_BIAS_INIT, 0)?;
+    let cope = Cope::new(span, head_dim)?;
     let rows: Vec<(&str, &str, &str, &str, usize, &str, &str)> = vec![
         (
             "sinusoidal",
@@ -330,6 +336,87 @@ pub fn scheme_summary() -> Result<DataFrame> {
             "nothing to extrapolate",
             "09",
         ),
+        (
+            "DPB",
+            "score bias",
+            "sign(i − j) log(1 + |i − j|)",
+            "an MLP over distance",
+            dpb.num_params(),
+            "the MLP's values past the largest log distance trained",
+            "14",
+        ),
+        (
+            "partial RoPE",
+            "rotates a fraction of the pairs of q and k",
+            "m − n, in the rotated pairs",
+            "nothing",
+            0,
+            "the rotated pairs as RoPE's; the others carry no position",
+            "14",
+        ),
+        (
+            "p-RoPE",
+            "rotates q and k, the slowest pairs left out",
+            "m − n",
+            "nothing",
+            0,
+            "no slow pair to take angles never seen",
+            "14",
+        ),
+        (
+            "RoPE/NoPE hybrid",
+            "RoPE layers, and a NoPE layer every few",
+            "m − n; none in the NoPE layers",
+            "nothing",
+            0,
+            "RoPE's in the RoPE layers; the NoPE layers see every key alike",
+            "14",
+        ),
+        (
+            "randomized RoPE",
+            "rotates q and k at sorted random positions",
+            "m − n, drawn from a range N ≫ L",
+            "nothing",
+            0,
+            "distances up to N were seen in training",
+            "14",
+        ),
+        (
+            "data-dependent ALiBi",
+            "score bias from the tokens between",
+            "Σ log σ(w·x_t + b) over j < t ≤ i",
+            "w, b per head",
+            dd_alibi.weight.len() + dd_alibi.bias.len(),
+            "a decay set by the tokens, not by the distance",
+            "14",
+        ),
+        (
+            "CoPE",
+            "score term q · e(p)",
+            "p = Σ σ(q_i · k_t) over j ≤ t ≤ i",
+            "e: P × d_h, shared by the heads",
+            cope.pos_emb.len(),
+            "counts clamp at P − 1",
+            "15",
+        ),
+        (
+            "ReRoPE (at inference)",
+            "rotates q and k, two passes",
+            "min(i − j, w)",
+            "nothing",
+            0,
+            "no distance past the window w",
+            "13",
+        ),
+        (
+            "Self-Extend (at inference)",
+            "rotates q and k, two passes",
+            "i − j below w, grouped by G beyond",
+            "nothing",
+            0,
+            "grouped distances stay inside L up to (L − w) G + w",
+            "13",
+        ),
     ];
     frame(vec![
         text("scheme", rows.iter().map(|r| r.0)),
@@ -386,6 +473,12 @@ mod tests {
         assert_eq!(count("TUPE"), (512 * 64 + 2 * 64 * 16 + 32 * 4) as f64);
         assert_eq!(count("FIRE"), (32 + 32 + 32 * 4 + 4 + 2) as f64);
         assert_eq!(count("RoPE"), 0.0);
+        // DPB: 1 -> 32 -> 32 -> 4, weights and biases
+        assert_eq!(count("DPB"), (32 + 32 + 32 * 32 + 32 + 32 * 4 + 4) as f64);
+        assert_eq!(count("data-dependent ALiBi"), (64 * 4 + 4) as f64);
+        assert_eq!(count("CoPE"), (16 * 16) as f64);
+        // every trained scheme of the language model has its row
+        assert_eq!(schemes.len(), 22);
         assert_eq!(table.width(), 7);
     }
 }

@@ -1,5 +1,6 @@
 //! RoPE extended at inference in the language model: ReRoPE, Leaky ReRoPE and Self-Extend
-//! (two passes merged at a window inside the tiled attention) and log-$n$ query scaling. The fused
+//! (two passes merged at a window inside the tiled attention), dynamic YaRN with a key cache,
+//! and the query temperatures (log-$n$, floor-log). The fused
 //! attention equals the composed reference and the ndarray [`ReRope::scores`] at lengths that
 //! cross the 32-row tiles, for several $w$ and $k$; $w \ge L$ and $k = 1$ are RoPE; log-$n$
 //! is RoPE on queries scaled by $\tau_m$; a trained checkpoint evaluated with ReRoPE at
@@ -7,9 +8,11 @@
 
 use burn::tensor::{Device, Tensor, TensorData};
 use ndarray::{s, Array2, ArrayView2};
-use posenc::encodings::rope::{ReRope, Rope, RopeConfig, RopeLayout, RopeScaling, SelfExtend};
-use posenc::encodings::temperature::Temperature;
+use posenc::encodings::rope::{
+    apply_rope, ReRope, Rope, RopeConfig, RopeLayout, RopeScaling, ScalingKind, SelfExtend,
+};
 use posenc::lm::checkpoint::WeightDtype;
+use posenc::lm::config::{TemperatureKind, SWEEP_RAMP};
 use posenc::lm::eval::{
     evaluate, EvalOptions, Mode, ReRopeWindow, RopeInference, SelfExtendWindow,
 };
@@ -118,8 +121,7 @@ fn error(a: &[f32], b: &[f64]) -> f64 {
 fn rerope(window: usize, leak: Option<f64>) -> RopeInference {
     RopeInference {
         rerope: Some(ReRopeWindow { window, leak }),
-        self_extend: None,
-        log_n: false,
+        ..RopeInference::default()
     }
 }
 
@@ -169,61 +171,130 @@ fn a_window_beyond_the_length_and_k_one_are_rope() {
     }
 }
 
-/// Log-$n$ equals RoPE on queries scaled by $\tau_m = \max(1, \ln(m+1) / \ln 12)$ beforehand
-/// (the rotation is linear), fused and reference, alone and with ReRoPE; at lengths up to the
-/// training length 12, $\tau = 1$ and log-$n$ is RoPE bit for bit.
+/// A query temperature (log-$n$, $\tau_m = \max(1, \ln(m+1) / \ln 12)$, and floor-log,
+/// $\tau_m = 1 + 0.3 \ln(1 + \lfloor m / 12 \rfloor)$) equals RoPE on queries scaled by
+/// $\tau_m$ beforehand (the rotation is linear), fused and reference, alone and with ReRoPE; at
+/// lengths up to the training length 12, $\tau = 1$ and the temperature is RoPE bit for bit.
 #[test]
-fn log_n_scales_each_query_by_its_temperature() {
+fn a_temperature_scales_each_query_by_its_tau() {
     let device = Device::flex();
     let c = ModelConfig::tiny(Scheme::Rope);
-    let t = Temperature::LogN {
-        train_len: c.train_len,
-    };
     let l = 70;
     let (tensors, _) = qkv(l, 5);
-    // q_m tau_m, [B, H, L, D]
-    let tau: Vec<f32> = (0..l).map(|m| t.scale(m) as f32).collect();
-    let tau = Tensor::<1>::from_data(TensorData::new(tau, [l]), &device).reshape([1, 1, l, 1]);
-    let scaled = [
-        tensors[0].clone() * tau,
-        tensors[1].clone(),
-        tensors[2].clone(),
-    ];
-    for ops in [Ops::new(Kernels::Fused, &device), Ops::reference()] {
-        for rerope in [
-            None,
-            Some(ReRopeWindow {
-                window: 16,
-                leak: None,
-            }),
-        ] {
-            let plain = RopeInference {
-                rerope,
-                self_extend: None,
-                log_n: false,
+    for t in [
+        TemperatureKind::LogN.at(c.train_len, 0.0).unwrap(),
+        TemperatureKind::FloorLog.at(c.train_len, 0.3).unwrap(),
+    ] {
+        // q_m tau_m, [B, H, L, D]
+        let tau: Vec<f32> = (0..l).map(|m| t.scale(m) as f32).collect();
+        assert!(tau[l - 1] > 1.2, "{t:?}");
+        let tau = Tensor::<1>::from_data(TensorData::new(tau, [l]), &device).reshape([1, 1, l, 1]);
+        let scaled = [
+            tensors[0].clone() * tau,
+            tensors[1].clone(),
+            tensors[2].clone(),
+        ];
+        for ops in [Ops::new(Kernels::Fused, &device), Ops::reference()] {
+            for rerope in [
+                None,
+                Some(ReRopeWindow {
+                    window: 16,
+                    leak: None,
+                }),
+            ] {
+                let plain = RopeInference {
+                    rerope,
+                    ..RopeInference::default()
+                };
+                let want: Vec<f64> = attend(ops, &scaled, l, &plain)
+                    .iter()
+                    .map(|&x| f64::from(x))
+                    .collect();
+                let tempered = RopeInference {
+                    temperature: Some(t),
+                    ..plain
+                };
+                let got = attend(ops, &tensors, l, &tempered);
+                assert!(
+                    error(&got, &want) < 1e-6,
+                    "{:?} {t:?} {rerope:?}",
+                    ops.kernels()
+                );
+            }
+            let (short, _) = qkv(12, 6);
+            let tempered = RopeInference {
+                temperature: Some(t),
+                ..RopeInference::default()
             };
-            let want: Vec<f64> = attend(ops, &scaled, l, &plain)
-                .iter()
-                .map(|&x| f64::from(x))
-                .collect();
-            let log_n = RopeInference {
-                rerope,
-                self_extend: None,
-                log_n: true,
-            };
-            let got = attend(ops, &tensors, l, &log_n);
-            assert!(error(&got, &want) < 1e-6, "{:?} {rerope:?}", ops.kernels());
+            assert_eq!(
+                attend(ops, &short, 12, &tempered),
+                attend(ops, &short, 12, &RopeInference::default())
+            );
         }
-        let (short, _) = qkv(12, 6);
-        let log_n = RopeInference {
-            rerope: None,
-            self_extend: None,
-            log_n: true,
-        };
-        assert_eq!(
-            attend(ops, &short, 12, &log_n),
-            attend(ops, &short, 12, &RopeInference::default())
-        );
+    }
+}
+
+/// Dynamic YaRN as a key cache keeps it: the fused attention and the composed reference equal
+/// an ndarray oracle in which every query and key is rotated on its own, at its own position
+/// $m$, by YaRN at $s_m = \max(1, (m+1)/12)$ with its attention factor (relative error
+/// 1e-5), at lengths 33 and 70; up to the training length it is RoPE bit for bit; with a
+/// scaling or ReRoPE it is an error.
+#[test]
+fn dynamic_yarn_rotates_each_position_with_the_scaling_of_its_own_step() {
+    let device = Device::flex();
+    let c = ModelConfig::tiny(Scheme::Rope);
+    let bounds = SWEEP_RAMP;
+    let dynamic = RopeInference {
+        dynamic_yarn: Some(bounds),
+        ..RopeInference::default()
+    };
+    // x_m rotated at m with YaRN at s_m (plain RoPE up to L)
+    let rotate_each = |x: ArrayView2<f32>| {
+        let mut out = x.to_owned();
+        for m in 0..x.nrows() {
+            let s = (m + 1) as f64 / c.train_len as f64;
+            let scaling = if s > 1.0 {
+                ScalingKind::Yarn.scaling_with(s, c.train_len, &bounds)
+            } else {
+                RopeScaling::None
+            };
+            let freqs = RopeConfig::with_scaling(c.head_dim(), c.rope_base, scaling)
+                .unwrap()
+                .frequencies(None)
+                .unwrap();
+            let row = x.slice(s![m..m + 1, ..]);
+            let rotated = apply_rope(row, &[m as f64], &freqs, RopeLayout::Half).unwrap();
+            out.row_mut(m).assign(&rotated.row(0));
+        }
+        out
+    };
+    for (l, seed) in [(33, 21), (70, 22)] {
+        let (tensors, values) = qkv(l, seed);
+        let want = oracle_of(&values, l, &|q, k| rotate_each(q).dot(&rotate_each(k).t()));
+        for ops in [Ops::new(Kernels::Fused, &device), Ops::reference()] {
+            let got = attend(ops, &tensors, l, &dynamic);
+            assert!(error(&got, &want) < 1e-5, "{:?} L {l}", ops.kernels());
+        }
+    }
+    let (short, _) = qkv(12, 23);
+    let fused = Ops::new(Kernels::Fused, &device);
+    assert_eq!(
+        attend(fused, &short, 12, &dynamic),
+        attend(fused, &short, 12, &RopeInference::default())
+    );
+    let with_rerope = RopeInference {
+        rerope: Some(ReRopeWindow {
+            window: 4,
+            leak: None,
+        }),
+        ..dynamic
+    };
+    let yarn = ScalingKind::Yarn.scaling_with(2.0, c.train_len, &bounds);
+    for (inference, scaling) in [(with_rerope, RopeScaling::None), (dynamic, yarn)] {
+        let err = rope::Objects::at_inference(&c, 16, scaling, &inference, &device)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("dynamic YaRN alone"), "{err}");
     }
 }
 
@@ -330,9 +401,12 @@ fn a_trained_checkpoint_with_rerope_beyond_every_length_scores_as_rope() {
     for bad in [
         rerope(4, None),
         RopeInference {
-            rerope: None,
-            self_extend: None,
-            log_n: true,
+            temperature: TemperatureKind::LogN.at(12, 0.0),
+            ..RopeInference::default()
+        },
+        RopeInference {
+            dynamic_yarn: Some(SWEEP_RAMP),
+            ..RopeInference::default()
         },
     ] {
         let err = evaluate(&alibi_lm, &alibi_info, "x", &opts(bad), &device)

@@ -1,6 +1,6 @@
 //! `posenc eval`: perplexity of a checkpoint versus length, with a RoPE checkpoint's
-//! extension at inference (a scaling, ReRoPE or Leaky ReRoPE, Self-Extend, log-$n$) (feature
-//! `train`).
+//! extension at inference (a scaling, dynamic YaRN, ReRoPE or Leaky ReRoPE, Self-Extend, a
+//! query temperature: log-$n$ or floor-log) (feature `train`).
 
 use std::path::PathBuf;
 
@@ -11,7 +11,8 @@ use crate::train_cli::Common;
 use posenc::encodings::rope::{RampBounds, ScalingKind};
 use posenc::io::csv::csv_bytes;
 use posenc::io::ensure_writable;
-use posenc::lm::config::{Extension, InferenceMethod};
+use posenc::lm::config::inference::DEFAULT_FLOOR_LOG_BETA;
+use posenc::lm::config::{Extension, InferenceMethod, TemperatureKind, SWEEP_RAMP};
 use posenc::lm::data::{read_split, TargetRegion};
 use posenc::lm::eval::{
     check_lengths, evaluate, memory_plan, write_csv, EvalOptions, InferenceScaling, Mode,
@@ -51,11 +52,29 @@ pub struct EvalArgs {
     /// Self-Extend's group size G.
     #[arg(long, value_name = "G", requires = "self_extend")]
     group: Option<usize>,
+    /// YaRN's and Llama 3's ramp bounds for --scaling and --dynamic-yarn: the references'
+    /// (beta 32 / 1, frequency factors 1 / 4) or the sweep's, chosen for its model (2 / 1 and
+    /// 1 / 2: the sweep's table is computed with these).
+    #[arg(long, value_parser = ["reference", "sweep"], default_value = "reference")]
+    ramp: String,
+    /// Dynamic YaRN as an engine with a key cache runs it (RoPE checkpoints): position m
+    /// rotated with YaRN at factor max(1, (m + 1) / train_len), the factor of the step that
+    /// cached it.
+    #[arg(long, conflicts_with_all = ["scaling", "rerope", "self_extend"])]
+    dynamic_yarn: bool,
     /// Log-n attention scaling at inference (RoPE checkpoints): the query at position m scaled
-    /// by max(1, ln(m + 1) / ln train_len), alone or with --scaling, --rerope or
-    /// --self-extend.
+    /// by max(1, ln(m + 1) / ln train_len), alone or with --scaling, --dynamic-yarn, --rerope
+    /// or --self-extend.
     #[arg(long)]
     log_n: bool,
+    /// Floor-log attention temperature at inference (RoPE checkpoints), Ministral 3's form:
+    /// the query at position m scaled by 1 + beta ln(1 + floor(m / train_len)); alone or with
+    /// an extension, like --log-n.
+    #[arg(long, conflicts_with = "log_n")]
+    floor_log: bool,
+    /// Floor-log's beta.
+    #[arg(long, requires = "floor_log", default_value_t = DEFAULT_FLOOR_LOG_BETA)]
+    floor_log_beta: f64,
     /// Lengths, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "128,256,512,1024,2048")]
     lengths: Vec<usize>,
@@ -114,11 +133,22 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
     }
     let device = a.common.device()?;
     let (model, info) = load_model(&a.checkpoint, &device).map_err(err)?;
+    let bounds = match a.ramp.as_str() {
+        "sweep" => SWEEP_RAMP,
+        _ => RampBounds::default(),
+    };
     let scaling = a.scaling.map(|kind| InferenceScaling {
         kind,
         factor: a.factor,
-        bounds: RampBounds::default(),
+        bounds,
     });
+    let temperature = if a.log_n {
+        TemperatureKind::LogN
+    } else if a.floor_log {
+        TemperatureKind::FloorLog
+    } else {
+        TemperatureKind::None
+    };
     let rope = RopeInference {
         rerope: a.rerope.map(|window| ReRopeWindow {
             window,
@@ -128,14 +158,16 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
             .self_extend
             .zip(a.group)
             .map(|(window, group)| SelfExtendWindow { window, group }),
-        log_n: a.log_n,
+        temperature: temperature.at(info.model.train_len, a.floor_log_beta),
+        dynamic_yarn: a.dynamic_yarn.then_some(bounds),
     };
     let extension = match (a.scaling, a.rerope, a.leak, a.self_extend) {
+        _ if a.dynamic_yarn => Some(Extension::DynamicYarn),
         (Some(kind), ..) => Some(Extension::Scaling(kind)),
         (None, Some(_), None, _) => Some(Extension::ReRope),
         (None, Some(_), Some(_), _) => Some(Extension::LeakyReRope),
         (None, None, _, Some(_)) => Some(Extension::SelfExtend),
-        (None, None, _, None) => a.log_n.then_some(Extension::Plain),
+        (None, None, _, None) => (temperature != TemperatureKind::None).then_some(Extension::Plain),
     };
     let opts = EvalOptions {
         lengths: a.lengths.clone(),
@@ -152,11 +184,7 @@ pub fn eval(a: EvalArgs) -> Result<String, String> {
         kernels: a.common.kernels,
     };
     let variant = match (extension, info.model.rope_scaling.kind()) {
-        (Some(extension), _) => InferenceMethod {
-            extension,
-            log_n: a.log_n,
-        }
-        .name(),
+        (Some(extension), _) => InferenceMethod::tempered(extension, temperature).name(),
         (None, None) => "base".to_string(),
         (None, Some(kind)) => format!("ft-{kind}"),
     };

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::extension::{SweepBudget, SweepFinetune, SWEEP_RAMP};
-use super::inference::{Extension, InferenceMethod};
+use super::inference::{Extension, InferenceMethod, TemperatureKind, DEFAULT_FLOOR_LOG_BETA};
 use super::{ModelConfig, Scheme, TrainConfig, WeightDtype, MAX_EVAL_LEN};
 use crate::encodings::rope::{RampBounds, ScalingKind};
 use crate::error::{ensure, invalid, Result};
@@ -155,12 +155,14 @@ pub struct SweepConfig {
     /// Evaluation.
     pub eval: SweepEval,
     /// Extensions applied at inference to the RoPE checkpoint ([`InferenceMethod`]): the
-    /// scalings (factor $L/L_{train}$ at each length), ReRoPE and Leaky ReRoPE (window
-    /// [`SweepConfig::rerope_window`], $k$ [`SweepConfig::rerope_leak`]) and log-$n$ alone or
-    /// on a scaling; default the six scalings (NTK-by-parts beside YaRN separates YaRN's two
-    /// ingredients: its frequencies and its temperature), then `rerope`, `leaky-rerope`,
-    /// `log-n`, `ntk+log-n`, `yarn+log-n`, `rerope+log-n` (Su's ReRoPE code applies log-$n$
-    /// with it).
+    /// scalings (factor $L/L_{train}$ at each length), dynamic YaRN with a key cache, ReRoPE
+    /// and Leaky ReRoPE (window [`SweepConfig::rerope_window`], $k$
+    /// [`SweepConfig::rerope_leak`]), Self-Extend, and a query temperature (log-$n$ or
+    /// floor-log) alone or on an extension; default the six scalings (NTK-by-parts beside YaRN
+    /// separates YaRN's two ingredients: its frequencies and its temperature), then `rerope`,
+    /// `leaky-rerope`, `self-extend`, `log-n`, `ntk+log-n`, `yarn+log-n`, `rerope+log-n` (Su's
+    /// ReRoPE code applies log-$n$ with it), `dynamic-yarn`, `floor-log` and `yarn+floor-log`
+    /// (Ministral 3's pair).
     pub rope_inference: Vec<InferenceMethod>,
     /// YaRN's betas and Llama 3's frequency factors, the same for the scalings at inference and
     /// the fine-tunes; default [`SWEEP_RAMP`] (2 / 1 and 1 / 2, chosen for the sweep's model;
@@ -204,6 +206,10 @@ pub struct SweepConfig {
     pub self_extend_window: usize,
     /// Self-Extend's group size $G \ge 1$; default 32 ([`DEFAULT_SELF_EXTEND`]).
     pub self_extend_group: usize,
+    /// The floor-log temperature's $\beta \ge 0$ (`floor-log` in
+    /// [`SweepConfig::rope_inference`]: $\tau_m = 1 + \beta \ln(1 + \lfloor m / L_{train}
+    /// \rfloor)$); default 0.1 ([`DEFAULT_FLOOR_LOG_BETA`]).
+    pub floor_log_beta: f64,
 }
 
 /// The schemes the default sweep leaves out: CoPE, whose gated counts need every logit of a
@@ -257,22 +263,19 @@ impl Default for SweepConfig {
                 .iter()
                 .map(|&k| InferenceMethod::scaling(k))
                 .chain([
-                    InferenceMethod {
-                        extension: Extension::ReRope,
-                        log_n: false,
-                    },
-                    InferenceMethod {
-                        extension: Extension::LeakyReRope,
-                        log_n: false,
-                    },
-                    InferenceMethod {
-                        extension: Extension::SelfExtend,
-                        log_n: false,
-                    },
+                    InferenceMethod::of(Extension::ReRope),
+                    InferenceMethod::of(Extension::LeakyReRope),
+                    InferenceMethod::of(Extension::SelfExtend),
                     InferenceMethod::with_log_n(Extension::Plain),
                     InferenceMethod::with_log_n(Extension::Scaling(ScalingKind::Ntk)),
                     InferenceMethod::with_log_n(Extension::Scaling(ScalingKind::Yarn)),
                     InferenceMethod::with_log_n(Extension::ReRope),
+                    InferenceMethod::of(Extension::DynamicYarn),
+                    InferenceMethod::tempered(Extension::Plain, TemperatureKind::FloorLog),
+                    InferenceMethod::tempered(
+                        Extension::Scaling(ScalingKind::Yarn),
+                        TemperatureKind::FloorLog,
+                    ),
                 ])
                 .collect(),
             rope_bounds: SWEEP_RAMP,
@@ -289,6 +292,7 @@ impl Default for SweepConfig {
             rerope_leak: DEFAULT_REROPE_LEAK,
             self_extend_window: DEFAULT_SELF_EXTEND.0,
             self_extend_group: DEFAULT_SELF_EXTEND.1,
+            floor_log_beta: DEFAULT_FLOOR_LOG_BETA,
         }
     }
 }
@@ -412,6 +416,12 @@ impl SweepConfig {
             "rerope_leak",
             self.rerope_leak,
             "a finite number >= 1 (Leaky ReRoPE's slope beyond the window is 1/k)",
+        )?;
+        ensure(
+            self.floor_log_beta.is_finite() && self.floor_log_beta >= 0.0,
+            "floor_log_beta",
+            self.floor_log_beta,
+            "a finite number >= 0",
         )?;
         self.validate_extension()?;
         if self.schemes.is_empty() && self.finetunes().is_empty() {

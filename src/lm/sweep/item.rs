@@ -130,7 +130,8 @@ impl SweepConfig {
     }
 
     /// ReRoPE's window (the sweep's $w$, and $k$ for Leaky ReRoPE), Self-Extend's window and
-    /// group, and log-$n$ of `item` at inference; nothing for the others.
+    /// group, dynamic YaRN's ramp bounds and the temperature of `item` at inference; nothing
+    /// for the others.
     pub(super) fn item_rope(&self, item: &Item) -> RopeInference {
         match *item {
             Item::Inference(method, _) => RopeInference {
@@ -143,7 +144,10 @@ impl SweepConfig {
                         window: self.rerope_window,
                         leak: Some(self.rerope_leak),
                     }),
-                    Extension::Plain | Extension::Scaling(_) | Extension::SelfExtend => None,
+                    Extension::Plain
+                    | Extension::Scaling(_)
+                    | Extension::DynamicYarn
+                    | Extension::SelfExtend => None,
                 },
                 self_extend: (method.extension == Extension::SelfExtend).then_some(
                     SelfExtendWindow {
@@ -151,7 +155,11 @@ impl SweepConfig {
                         group: self.self_extend_group,
                     },
                 ),
-                log_n: method.log_n,
+                temperature: method
+                    .temperature
+                    .at(self.model.train_len, self.floor_log_beta),
+                dynamic_yarn: (method.extension == Extension::DynamicYarn)
+                    .then_some(self.rope_bounds),
             },
             _ => RopeInference::default(),
         }
@@ -289,6 +297,7 @@ pub(super) fn run_item(
         rope_bounds: config.rope_bounds,
         rerope: config.item_rope(&item).rerope,
         self_extend: config.item_rope(&item).self_extend,
+        temperature: config.item_rope(&item).temperature,
         timing: timing.clone(),
     };
     let out = ItemOutput {

@@ -404,11 +404,11 @@ mod tests {
         let c = SweepConfig::default();
         let items = c.items();
         let count = |f: fn(&Item) -> bool| items.iter().filter(|i| f(i)).count();
-        // 19 schemes (every scheme but CoPE) x 5 seeds; (6 scalings + 7 ReRoPE, Self-Extend
-        // and log-n methods) x 5 seeds; (2 kinds x 4 factors + ALiBi x 4 + T5 x 1) x 3 seeds;
-        // 5 schemes x 3 seeds
+        // 19 schemes (every scheme but CoPE) x 5 seeds; (6 scalings + 10 dynamic YaRN,
+        // ReRoPE, Self-Extend and temperature methods) x 5 seeds; (2 kinds x 4 factors +
+        // ALiBi x 4 + T5 x 1) x 3 seeds; 5 schemes x 3 seeds
         assert_eq!(count(|i| matches!(i, Item::Base(..))), 95);
-        assert_eq!(count(|i| matches!(i, Item::Inference(..))), 65);
+        assert_eq!(count(|i| matches!(i, Item::Inference(..))), 80);
         assert_eq!(count(|i| matches!(i, Item::Finetune { .. })), 39);
         assert_eq!(count(|i| matches!(i, Item::Budget(..))), 15);
         let mut unique = names(&items);
@@ -416,7 +416,8 @@ mod tests {
         unique.dedup();
         assert_eq!(unique.len(), items.len(), "names are unique");
         // RoPE's checkpoint of seed 0 followed by every extension at inference, the scalings
-        // first (as before ReRoPE), then ReRoPE, Leaky ReRoPE, Self-Extend and log-n
+        // first (as before ReRoPE), then ReRoPE, Leaky ReRoPE, Self-Extend and log-n, then
+        // dynamic YaRN and floor-log
         let rope0 = names(&items)
             .iter()
             .position(|n| n == "rope/seed0")
@@ -435,9 +436,12 @@ mod tests {
             "ntk+log-n",
             "yarn+log-n",
             "rerope+log-n",
+            "dynamic-yarn",
+            "floor-log",
+            "yarn+floor-log",
         ];
         let want: Vec<String> = methods.iter().map(|m| format!("rope/{m}/seed0")).collect();
-        assert_eq!(names(&items[rope0 + 1..rope0 + 14]), want);
+        assert_eq!(names(&items[rope0 + 1..rope0 + 17]), want);
         assert_eq!(
             items[rope0 + 8].variant(),
             "leaky-rerope",

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::plan::Item;
 use crate::encodings::rope::RampBounds;
+use crate::encodings::temperature::Temperature;
 use crate::error::Result;
 use crate::io::csv::{csv_bytes, read_csv};
 use crate::io::{read_json, write_atomic, write_json, FolderLock};
@@ -92,6 +93,9 @@ pub(super) struct ItemRecord {
     /// Self-Extend's window and group, likewise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) self_extend: Option<SelfExtendWindow>,
+    /// The queries' temperature (log-$n$, floor-log), likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) temperature: Option<Temperature>,
     /// Seconds.
     pub(super) timing: SweepTiming,
 }
@@ -197,6 +201,7 @@ impl ItemRecord {
             && self.rope_bounds == config.rope_bounds
             && self.rerope == config.item_rope(item).rerope
             && self.self_extend == config.item_rope(item).self_extend
+            && self.temperature == config.item_rope(item).temperature
     }
 }
 

@@ -138,11 +138,12 @@ fn train_eval_and_export_end_to_end() {
     );
 }
 
-/// `posenc eval --rerope W [--leak K] [--log-n]` and `--self-extend W --group G` on a RoPE
-/// checkpoint: a window beyond every length scores as plain RoPE (the same CSV but for the
-/// variant), the variant names the method (`leaky-rerope+log-n`); a non-RoPE checkpoint, a
-/// window of 0, k below 1, `--leak` without `--rerope`, `--group` without `--self-extend` and
-/// two extensions at once are errors.
+/// `posenc eval --rerope W [--leak K] [--log-n]`, `--self-extend W --group G`,
+/// `--dynamic-yarn`, `--floor-log` and `--ramp` on a RoPE checkpoint: a window beyond every
+/// length scores as plain RoPE (the same CSV but for the variant), the variant names the
+/// method (`leaky-rerope+log-n`, `yarn+floor-log`); a non-RoPE checkpoint, a window of 0, k
+/// below 1, `--leak` without `--rerope`, `--group` without `--self-extend`, two extensions or
+/// two temperatures at once and an unknown ramp are errors.
 #[test]
 fn eval_extends_a_rope_checkpoint_with_rerope_and_log_n() {
     let tmp = corpus();
@@ -184,6 +185,28 @@ fn eval_extends_a_rope_checkpoint_with_rerope_and_log_n() {
         .skip(1)
         .all(|l| l.starts_with("rope,leaky-rerope+log-n,")));
     assert_ne!(leaky.replace(",leaky-rerope+log-n,", ",base,"), plain);
+    // the variants of dynamic YaRN and floor-log; both change the 32-byte windows
+    for (extra, variant) in [
+        (&["--dynamic-yarn"][..], "dynamic-yarn"),
+        (&["--floor-log", "--floor-log-beta", "0.5"][..], "floor-log"),
+        (&["--scaling", "yarn", "--floor-log"][..], "yarn+floor-log"),
+    ] {
+        let rows = eval(extra);
+        assert!(
+            rows.lines()
+                .skip(1)
+                .all(|l| l.starts_with(&format!("rope,{variant},"))),
+            "{rows}"
+        );
+        assert_ne!(rows.replace(&format!(",{variant},"), ",base,"), plain);
+    }
+    // the sweep's ramp bounds are read (the tiny model's 4 pairs fall in the same bands under
+    // both: which pairs each keeps is `SWEEP_RAMP`'s test)
+    let sweep_ramp = eval(&["--scaling", "yarn", "--ramp", "sweep"]);
+    assert!(sweep_ramp
+        .lines()
+        .skip(1)
+        .all(|l| l.starts_with("rope,yarn,")));
     let at = |extra: &[&str]| {
         let mut args = vec!["eval", "--checkpoint", rope_arg, "--corpus", corpus_arg];
         args.extend(extra);
@@ -206,6 +229,13 @@ fn eval_extends_a_rope_checkpoint_with_rerope_and_log_n() {
             &["--self-extend", "4", "--group", "2", "--rerope", "4"][..],
             "cannot be used with",
         ),
+        (
+            &["--dynamic-yarn", "--scaling", "yarn"][..],
+            "cannot be used with",
+        ),
+        (&["--floor-log", "--log-n"][..], "cannot be used with"),
+        (&["--floor-log-beta", "0.2"][..], "--floor-log"),
+        (&["--ramp", "llama"][..], "possible values"),
     ] {
         let args = at(extra);
         let out = posenc(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -221,7 +251,12 @@ fn eval_extends_a_rope_checkpoint_with_rerope_and_log_n() {
         corpus,
         &["--scheme", "alibi", "--steps", "1", "--out", alibi_arg],
     ));
-    for extra in [&["--rerope", "4"][..], &["--log-n"][..]] {
+    for extra in [
+        &["--rerope", "4"][..],
+        &["--log-n"][..],
+        &["--floor-log"][..],
+        &["--dynamic-yarn"][..],
+    ] {
         let mut args = vec!["eval", "--checkpoint", alibi_arg, "--corpus", corpus_arg];
         args.extend(extra);
         fails_with(&args, "only for RoPE");

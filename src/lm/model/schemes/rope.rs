@@ -1,15 +1,16 @@
 //! RoPE in the byte LM (half layout): queries and keys rotated by $m\theta_i$ before their dot
 //! product ([`crate::encodings::rope`]), with the context-extension scaling the model was
 //! trained with or the one asked for at inference (PI, NTK, dynamic NTK, YaRN, Llama 3), and at
-//! inference optionally ReRoPE's or Self-Extend's second pass beyond a window and log-$n$
-//! query scaling ([`RopeInference`]).
+//! inference optionally dynamic YaRN as a key cache keeps it, ReRoPE's or Self-Extend's second
+//! pass beyond a window, and a query temperature (log-$n$ or floor-log) ([`RopeInference`]).
 
 use burn::tensor::{Device, Tensor, TensorData};
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::encodings::rope::{
-    rope_cos_sin, ReRope, Rope, RopeConfig, RopeFrequencies, RopeLayout, RopeScaling, SelfExtend,
+    rope_cos_sin, RampBounds, ReRope, Rope, RopeConfig, RopeFrequencies, RopeLayout, RopeScaling,
+    ScalingKind, SelfExtend,
 };
 use crate::encodings::temperature::Temperature;
 use crate::error::{invalid, Result};
@@ -62,10 +63,10 @@ impl SelfExtendWindow {
     }
 }
 
-/// What RoPE's positions become at inference besides a scaling of its frequencies: ReRoPE's
-/// or Self-Extend's two passes merged at a window, and log-$n$ scaling of the queries
-/// ([`Temperature::LogN`] at the model's training length, $\tau_m = \max(1, \ln(m+1) / \ln L)$).
-/// The default changes nothing.
+/// What RoPE's positions become at inference besides a scaling of its frequencies: dynamic
+/// YaRN with a key cache, ReRoPE's or Self-Extend's two passes merged at a window, and a
+/// temperature on the queries ([`Temperature`]: log-$n$,
+/// $\tau_m = \max(1, \ln(m+1) / \ln L)$, or floor-log). The default changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RopeInference {
@@ -74,8 +75,14 @@ pub struct RopeInference {
     /// Self-Extend (not with ReRoPE).
     #[serde(default)]
     pub self_extend: Option<SelfExtendWindow>,
-    /// Log-$n$ query scaling.
-    pub log_n: bool,
+    /// The queries' temperature $\tau_m$.
+    #[serde(default)]
+    pub temperature: Option<Temperature>,
+    /// Dynamic YaRN as an engine with a key cache runs it, with these ramp bounds: position
+    /// $m$ rotated with YaRN at $s_m = \max(1, (m+1)/L)$ and its attention factor, the
+    /// scaling of the step that cached it (alone: not with a scaling, ReRoPE or Self-Extend).
+    #[serde(default)]
+    pub dynamic_yarn: Option<RampBounds>,
 }
 
 impl RopeInference {
@@ -160,7 +167,25 @@ impl Objects {
     ) -> Result<Self> {
         let config = RopeConfig::with_scaling(c.head_dim(), c.rope_base, scaling)?;
         let freqs = config.frequencies(Some(len))?;
-        let mut objects = Self::at(&contiguous(len), &freqs, device);
+        let mut objects = match inference.dynamic_yarn {
+            Some(bounds) => {
+                let alone = RopeInference {
+                    dynamic_yarn: None,
+                    temperature: None,
+                    ..*inference
+                };
+                if scaling != RopeScaling::None || !alone.is_plain() {
+                    return Err(invalid(
+                        "inference",
+                        format!("{inference:?} with {scaling:?}"),
+                        "dynamic YaRN alone (it replaces the frequencies): no scaling, ReRoPE \
+                         or Self-Extend with it",
+                    ));
+                }
+                Self::dynamic_yarn(c, len, &bounds, device)?
+            }
+            None => Self::at(&contiguous(len), &freqs, device),
+        };
         let rope = Rope::new(config, RopeLayout::Half);
         if let Some((q2, k2, window)) = inference.second_pass(rope, len)? {
             // pass 2: q at q2(i), k at k2(j)
@@ -174,12 +199,9 @@ impl Objects {
                 window,
             }));
         }
-        if inference.log_n {
-            let t = Temperature::LogN {
-                train_len: c.train_len,
-            };
+        if let Some(t) = inference.temperature {
             t.validate()?;
-            // tau_m = max(1, ln(m + 1) / ln L), [L]
+            // tau_m, [L]
             let tau: Vec<f32> = (0..len).map(|m| t.scale(m) as f32).collect();
             objects.query_scale = Some(Box::new(Tensor::from_data(
                 TensorData::new(tau, [len]),
@@ -187,6 +209,42 @@ impl Objects {
             )));
         }
         Ok(objects)
+    }
+
+    /// Dynamic YaRN's tables as a key cache holds them: row $m$ is $\cos(m\theta_i(s_m))$ and
+    /// $\sin(m\theta_i(s_m))$ times YaRN's attention factor at $s_m = \max(1, (m+1)/L)$
+    /// (plain RoPE up to $L$), the scaling of the step at which position $m$ was written.
+    ///
+    /// # Errors
+    /// When the encodings reject the configuration or the bounds.
+    pub fn dynamic_yarn(
+        c: &ModelConfig,
+        len: usize,
+        bounds: &RampBounds,
+        device: &Device,
+    ) -> Result<Self> {
+        let d2 = c.head_dim() / 2;
+        let (mut cos, mut sin) = (Array2::zeros((len, d2)), Array2::zeros((len, d2)));
+        for m in 0..len {
+            let s = (m + 1) as f64 / c.train_len as f64;
+            let scaling = if s > 1.0 {
+                ScalingKind::Yarn.scaling_with(s, c.train_len, bounds)
+            } else {
+                RopeScaling::None
+            };
+            let freqs = RopeConfig::with_scaling(c.head_dim(), c.rope_base, scaling)?
+                .frequencies(Some(m + 1))?;
+            let (row_cos, row_sin) = rope_cos_sin(&[m as f64], &freqs);
+            cos.row_mut(m).assign(&row_cos.row(0));
+            sin.row_mut(m).assign(&row_sin.row(0));
+        }
+        let (cos, sin) = (both_halves(&cos, device), both_halves(&sin, device));
+        Ok(Self {
+            cos,
+            sin,
+            windowed: None,
+            query_scale: None,
+        })
     }
 
     /// The tables of `freqs` at `positions` (one row each).
@@ -214,12 +272,13 @@ pub fn tables(
     device: &Device,
 ) -> (Tensor<2>, Tensor<2>) {
     let (cos, sin) = rope_cos_sin(positions, freqs);
-    // [L, d/2] -> [L, d] (both halves of the half layout)
-    let both = |t: &Array2<f32>| {
-        let t = tensor2(t, device);
-        Tensor::cat(vec![t.clone(), t], 1)
-    };
-    (both(&cos), both(&sin))
+    (both_halves(&cos, device), both_halves(&sin, device))
+}
+
+/// A `[L, d/2]` table repeated for both halves of the half layout, `[L, d]`.
+fn both_halves(t: &Array2<f32>, device: &Device) -> Tensor<2> {
+    let t = tensor2(t, device);
+    Tensor::cat(vec![t.clone(), t], 1)
 }
 
 /// $q' = R_m q$, $k' = R_n k$ in the half layout (and at inference the second rotation beyond
