@@ -273,6 +273,7 @@ impl fmt::Display for ModelConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Result;
 
     fn message<T: std::fmt::Debug>(r: Result<T>) -> String {
         r.unwrap_err().to_string()
