@@ -11,13 +11,16 @@
 //! log-sum-exp of every row, from which the backward pass ([`backward`]) rebuilds the weights
 //! tile by tile. Every position term is a compact object (a vector over distance, a table per
 //! row, relative keys per distance, a piecewise-linear function), so memory grows linearly in
-//! $L$. Parallel over (batch, head).
+//! $L$. CoPE's contextual positions ([`contextual`]) are counted along each row of a tile, which
+//! holds every key its rows see. Parallel over (batch, head).
 
 mod backward;
+pub mod contextual;
 mod forward;
 pub mod terms;
 
 pub use backward::attention_backward;
+pub use contextual::Contextual;
 pub use forward::attention_forward;
 pub use terms::{
     Bias, BiasGrads, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied, Window,
