@@ -22,6 +22,8 @@
 //! values per distance ($a^V$). The fused attention expands them inside its tiles and returns
 //! their gradients to them, so nothing of size $L \times L$ exists in training or evaluation;
 //! the reference expands them to `[.., L, L]` with burn's own operations (the specification).
+//! CoPE's term ([`Contextual`]) is added to the finished logits from counts along their row,
+//! which a tile of the fused attention holds whole.
 //!
 //! This module is a leaf of the crate's `lm` layer: it knows tensors, not schemes or models.
 

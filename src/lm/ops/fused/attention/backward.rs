@@ -23,13 +23,13 @@
 
 use rayon::prelude::*;
 
-use super::contextual::{add_positions_row, position_grad_row, ContextualScratch};
+use super::contextual::{position_grad_row, ContextualScratch};
 use super::terms::{transpose, HeadTable, HeadTerms};
-use super::{tile_scores, Bias, BiasGrads, Terms, TILE};
+use super::{contextual_logits, tile_scores, Bias, BiasGrads, Terms, TILE};
 use crate::lm::ops::fused::heads::{row, AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
 use crate::lm::ops::fused::parallel::{product, SharedMut};
 use crate::lm::ops::fused::simd::{dot, multiversion};
-use crate::lm::ops::fused::softmax::{logits_row, probs_row, score_grad_row};
+use crate::lm::ops::fused::softmax::{probs_row, score_grad_row};
 
 multiversion! {
     /// $\sum_i a_i b_i$ of two rows.
@@ -160,24 +160,25 @@ unsafe fn attention_head_backward(
                 }
             }
             Some(cx) => {
-                let (np, cope) = (cx.positions, &mut scratch.cope);
-                // T = Q_tile e^T, [m, P]; the weights from a + z, gates and counts kept
-                // SAFETY: q covers the tile's rows; positions holds TILE x P.
-                unsafe { cx.tile_positions(q, (i0, m, d), &mut cope.positions) };
+                // the weights from a + z; T, the gates and the counts kept for the gradients
+                // SAFETY: q covers the tile's rows; p holds m x n.
+                unsafe {
+                    contextual_logits(
+                        cx,
+                        q,
+                        terms,
+                        (i0, m, l, d),
+                        scale,
+                        p,
+                        &mut scratch.bias,
+                        &mut scratch.cope,
+                    );
+                }
                 for r in 0..m {
                     let i = i0 + r;
-                    let b = terms.bias_row(i, l, &mut scratch.bias);
-                    let row = &mut p[r * n..(r + 1) * n];
-                    logits_row(row, b, scale, i + 1);
-                    add_positions_row(
-                        &mut row[..=i],
-                        &cope.positions[r * np..(r + 1) * np],
-                        &mut cope.gates[r * n..(r + 1) * n],
-                        &mut cope.counts[r * n..(r + 1) * n],
-                    );
-                    probs_row(row, None, 1.0, i + 1, lse[i]);
+                    probs_row(&mut p[r * n..(r + 1) * n], None, 1.0, i + 1, lse[i]);
                 }
-                cope.grads[..m * np].fill(0.0);
+                scratch.cope.grads[..m * cx.positions].fill(0.0);
             }
         }
         // dP = dO_tile V^T, [m, n]

@@ -8,12 +8,12 @@
 
 use rayon::prelude::*;
 
-use super::contextual::{add_positions_row, ContextualScratch};
+use super::contextual::ContextualScratch;
 use super::terms::HeadTerms;
-use super::{tile_scores, Terms, TILE};
+use super::{contextual_logits, tile_scores, Terms, TILE};
 use crate::lm::ops::fused::heads::{AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
 use crate::lm::ops::fused::parallel::{product, SharedMut};
-use crate::lm::ops::fused::softmax::{logits_row, softmax_row};
+use crate::lm::ops::fused::softmax::softmax_row;
 
 /// Per-thread buffers of the forward pass.
 struct ForwardScratch {
@@ -60,23 +60,23 @@ unsafe fn attention_head_forward(
                 }
             }
             Some(cx) => {
-                let (p, cope) = (cx.positions, &mut scratch.cope);
-                // T = Q_tile e^T, [m, P]
-                // SAFETY: q covers the tile's rows; positions holds TILE x P.
-                unsafe { cx.tile_positions(q, (i0, m, d), &mut cope.positions) };
+                // SAFETY: q covers the tile's rows; s holds m x n.
+                unsafe {
+                    contextual_logits(
+                        cx,
+                        q,
+                        terms,
+                        (i0, m, l, d),
+                        scale,
+                        s,
+                        &mut scratch.bias,
+                        &mut scratch.cope,
+                    );
+                }
+                // the softmax of a + z
                 for r in 0..m {
                     let i = i0 + r;
-                    let bias = terms.bias_row(i, l, &mut scratch.bias);
-                    let row = &mut s[r * n..(r + 1) * n];
-                    // a_j = c s_j + b_j, then a_j + z_j, then its softmax
-                    logits_row(row, bias, scale, i + 1);
-                    add_positions_row(
-                        &mut row[..=i],
-                        &cope.positions[r * p..(r + 1) * p],
-                        &mut cope.gates[r * n..(r + 1) * n],
-                        &mut cope.counts[r * n..(r + 1) * n],
-                    );
-                    lse[i] = softmax_row(row, None, 1.0, i + 1);
+                    lse[i] = softmax_row(&mut s[r * n..(r + 1) * n], None, 1.0, i + 1);
                 }
             }
         }
