@@ -140,7 +140,8 @@ impl SweepEval {
 
 /// The sweep's configuration (`posenc sweep --config FILE`, JSON; missing fields take the
 /// defaults, which are the sweep of record's (`data/configs/sweep.json`) except for the
-/// folders, under `target/sweep/`; unknown keys are an error).
+/// folders, under `target/sweep/`, and the schemes (that file does not list CoPE); unknown
+/// keys are an error).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepConfig {
@@ -150,7 +151,7 @@ pub struct SweepConfig {
     /// bytes (8.2 MB), the validation loss every 100 steps, otherwise [`TrainConfig`]'s
     /// defaults.
     pub train: TrainConfig,
-    /// Schemes; default every scheme but CoPE ([`SWEEP_LEAVES_OUT`]).
+    /// Schemes; default every scheme ([`Scheme::ALL`]).
     pub schemes: Vec<Scheme>,
     /// Evaluation.
     pub eval: SweepEval,
@@ -206,12 +207,6 @@ pub struct SweepConfig {
     pub self_extend_group: usize,
 }
 
-/// The schemes the default sweep leaves out: CoPE, whose gated counts need every logit of a
-/// query's row and so run in the composed attention only (no fused kernel yet): about 3.4
-/// times slower to train than RoPE and `[B, H, L, L]` tensors at every evaluated length,
-/// which the memory estimate refuses at the sweep's longest lengths.
-pub const SWEEP_LEAVES_OUT: [Scheme; 1] = [Scheme::Cope];
-
 /// Self-Extend's default window and group for the sweep's model (training length
 /// $L = 128$): $(w, G) = (32, 32)$. Jin et al. keep a neighbour window of about a quarter of
 /// the training length (1024 of Llama 2's 4096), so $w = L/4 = 32$; beyond it a model
@@ -248,10 +243,7 @@ impl Default for SweepConfig {
                 valid_every: 100,
                 ..TrainConfig::default()
             },
-            schemes: Scheme::ALL
-                .into_iter()
-                .filter(|s| !SWEEP_LEAVES_OUT.contains(s))
-                .collect(),
+            schemes: Scheme::ALL.to_vec(),
             eval: SweepEval::default(),
             rope_inference: ScalingKind::ALL
                 .iter()
