@@ -6,10 +6,10 @@
 //! the largest of three phases of a block: the feed-forward network (the residual stream and
 //! its normalised copy, $2d$, and GELU's input, output and $\Phi$, $3 d_{ff}$), attention
 //! ($q, k, v$ and its output beside the same two, $6d$, and the scheme's compact position
-//! terms $t$), and the logits ($2d + 2V$); per thread, one tile of scores `TILE x L`. The
+//! terms $t$), and the logits ($2d + 2V$); per thread, one tile of scores `TILE x L` and two
+//! more of the same size (the relative keys' products, or CoPE's gates and counts). The
 //! composed reference kernels add a few `[B, H, L, L]` tensors (scores, mask, weights and
-//! the schemes' dense terms); so does CoPE with either kernels (its attention is composed
-//! only), which limits its evaluation length to what those fit in.
+//! the schemes' dense terms).
 //!
 //! ```math
 //! \text{bytes} \approx M_0 + 8P + 4\,B L\,\big(\max(2d + 3 d_{ff},\ 6d + t,\ 2d + 2V) + d\big)
@@ -114,12 +114,9 @@ pub fn eval_bytes(
         + d;
     let activations = 4 * b * l * per_position;
     let tiles = 4 * 3 * (TILE as u64) * threads.max(1) as u64 * l;
-    // CoPE has no fused attention: its composed one runs with either kernels
-    let dense = match (kernels, c.scheme) {
-        (Kernels::Reference, _) | (Kernels::Fused, Scheme::Cope) => {
-            4 * (3 + dense_terms(c)) * b * c.heads as u64 * l * l
-        }
-        (Kernels::Fused, _) => 0,
+    let dense = match kernels {
+        Kernels::Reference => 4 * (3 + dense_terms(c)) * b * c.heads as u64 * l * l,
+        Kernels::Fused => 0,
     };
     BASE_BYTES + 2 * 4 * params + activations + tiles + dense
 }
@@ -220,6 +217,13 @@ mod tests {
             1000 * 4 * 2 * c.d_model as u64
         );
         assert_eq!(two(&c, true), two(&c, false));
+        // CoPE's fused attention counts along the tiles' rows: linear in L
+        let cope = ModelConfig {
+            scheme: Scheme::Cope,
+            ..c.clone()
+        };
+        let cope = |l| eval_bytes(&cope, l, 1, Kernels::Fused, (2, false)) - BASE_BYTES;
+        assert_eq!((cope(2000) - cope(0)) * 2, cope(4000) - cope(0));
         // the feed-forward phase is the peak of a plain model: (2d + 3 d_ff + d) f32 values
         let per_position = 4 * (3 * c.d_model + 3 * c.d_ff) as u64;
         assert_eq!(

@@ -150,7 +150,7 @@ pub struct SweepConfig {
     /// bytes (8.2 MB), the validation loss every 100 steps, otherwise [`TrainConfig`]'s
     /// defaults.
     pub train: TrainConfig,
-    /// Schemes; default every scheme but CoPE ([`SWEEP_LEAVES_OUT`]).
+    /// Schemes; default every scheme ([`Scheme::ALL`]).
     pub schemes: Vec<Scheme>,
     /// Evaluation.
     pub eval: SweepEval,
@@ -212,12 +212,6 @@ pub struct SweepConfig {
     pub floor_log_beta: f64,
 }
 
-/// The schemes the default sweep leaves out: CoPE, whose gated counts need every logit of a
-/// query's row and so run in the composed attention only (no fused kernel yet): about 3.4
-/// times slower to train than RoPE and `[B, H, L, L]` tensors at every evaluated length,
-/// which the memory estimate refuses at the sweep's longest lengths.
-pub const SWEEP_LEAVES_OUT: [Scheme; 1] = [Scheme::Cope];
-
 /// Self-Extend's default window and group for the sweep's model (training length
 /// $L = 128$): $(w, G) = (32, 32)$. Jin et al. keep a neighbour window of about a quarter of
 /// the training length (1024 of Llama 2's 4096), so $w = L/4 = 32$; beyond it a model
@@ -254,10 +248,7 @@ impl Default for SweepConfig {
                 valid_every: 100,
                 ..TrainConfig::default()
             },
-            schemes: Scheme::ALL
-                .into_iter()
-                .filter(|s| !SWEEP_LEAVES_OUT.contains(s))
-                .collect(),
+            schemes: Scheme::ALL.to_vec(),
             eval: SweepEval::default(),
             rope_inference: ScalingKind::ALL
                 .iter()

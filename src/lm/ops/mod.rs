@@ -22,6 +22,8 @@
 //! values per distance ($a^V$). The fused attention expands them inside its tiles and returns
 //! their gradients to them, so nothing of size $L \times L$ exists in training or evaluation;
 //! the reference expands them to `[.., L, L]` with burn's own operations (the specification).
+//! CoPE's term ([`Contextual`]) is added to the finished logits from counts along their row,
+//! which a tile of the fused attention holds whole.
 //!
 //! This module is a leaf of the crate's `lm` layer: it knows tensors, not schemes or models.
 
@@ -289,12 +291,13 @@ pub struct RelativeValues {
     pub index: DistanceIndex,
 }
 
-/// CoPE's contextual positions (Golovneva et al. 2024): after the scale, bias and mask,
+/// CoPE's contextual positions (Golovneva et al. 2024): after the scale and bias,
 /// $s_{ij} \mathrel{+}= (1 - w_{ij})\, q_i \cdot e_{\lfloor p_{ij} \rfloor} + w_{ij}\, q_i \cdot
 /// e_{\lceil p_{ij} \rceil}$ with $p_{ij} = \min(\sum_{t \ge j} \sigma(s_{it}), P - 1)$ over the
-/// keys the query sees and $w = p - \lfloor p \rfloor$ ([`crate::encodings::cope`]). Applied by
-/// the composed attention only ([`reference::contextual_term`]): a count per pair, from the
-/// whole row of logits.
+/// keys the query sees and $w = p - \lfloor p \rfloor$ ([`crate::encodings::cope`]); $q_i$ is the
+/// query of the content product. A count per pair from the whole row of logits: the composed
+/// attention expands it to `[B, H, L, L]` ([`reference::contextual_term`]); the fused one counts
+/// along each row of a tile, which holds every key its rows see (linear in $L$).
 #[derive(Debug, Clone)]
 pub struct Contextual {
     /// $e$, `[P, d_h]`, shared by the heads.
@@ -324,7 +327,7 @@ pub struct ScoreTerms {
     pub bias: Option<PositionBias>,
     /// $a^V_{ij}$, relative value vectors (Shaw).
     pub values: Option<RelativeValues>,
-    /// CoPE's $z_{ij}$, added to the masked scores (the composed attention only).
+    /// CoPE's $z_{ij}$, added to the scaled, biased scores.
     pub contextual: Option<Contextual>,
     /// $\tau_i$, a factor on every query after its rotation, `[L]` (log-$n$ scaling at
     /// inference): $q_i \to \tau_i q_i$.
@@ -392,8 +395,7 @@ impl Ops {
     /// Causal attention of `q, k, v [B, H, L, d_h]` with a scheme's `terms` and scale $c$
     /// (the module formula), `[B, H, L, d_h]`: [`fused::attention`] (every position term
     /// expanded inside the tiles, its gradient returned to its own compact object) or the
-    /// composed [`reference::attention_parts`], which also runs where the terms have a
-    /// [`Contextual`] part (CoPE: no fused kernel; `[B, H, L, L]` tensors).
+    /// composed [`reference::attention_parts`].
     pub fn attention(
         self,
         q: Tensor<4>,
@@ -402,7 +404,7 @@ impl Ops {
         terms: ScoreTerms,
         scale: f32,
     ) -> Tensor<4> {
-        if self.fused() && terms.contextual.is_none() {
+        if self.fused() {
             fused::attention(q, k, v, terms, scale)
         } else {
             reference::attention_parts(q, k, v, terms, scale).output

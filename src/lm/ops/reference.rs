@@ -290,15 +290,14 @@ pub fn attention_parts(
         ),
         None => (q, k),
     };
-    // tau_i R q_i
+    // tau_i R q_i + u, the content product's queries
     let q = ScoreTerms::scale_queries(terms.query_scale.as_ref(), q);
-    let q_rotated = q.clone();
-    let kt = k.swap_dims(2, 3);
-    // (R q_i + u) . R k_j, [B, H, L, L]
-    let mut scores = match terms.content_bias {
-        Some(u) => (q + u.reshape([1, h, 1, dh])).matmul(kt),
-        None => q.matmul(kt),
+    let q = match terms.content_bias {
+        Some(u) => q + u.reshape([1, h, 1, dh]),
+        None => q,
     };
+    // (tau_i R q_i + u) . R k_j, [B, H, L, L]
+    let mut scores = q.clone().matmul(k.swap_dims(2, 3));
     // tau_i R2 q_i . R2 k_j where i - j >= w
     if let Some(((q2, k2), w)) = second {
         let q2 = ScoreTerms::scale_queries(terms.query_scale.as_ref(), q2);
@@ -325,7 +324,7 @@ pub fn attention_parts(
     }
     // + z_ij (CoPE), its gates on the keys the mask keeps
     if let Some(cx) = &terms.contextual {
-        scores = scores.clone() + contextual_term(&q_rotated, &scores, cx);
+        scores = scores.clone() + contextual_term(&q, &scores, cx);
     }
     let scores = scores.mask_fill(causal_mask(b, h, l, &v.device()), f32::NEG_INFINITY);
     let probs = softmax(scores.clone(), 3);

@@ -404,10 +404,10 @@ mod tests {
         let c = SweepConfig::default();
         let items = c.items();
         let count = |f: fn(&Item) -> bool| items.iter().filter(|i| f(i)).count();
-        // 19 schemes (every scheme but CoPE) x 5 seeds; (6 scalings + 10 dynamic YaRN,
-        // ReRoPE, Self-Extend and temperature methods) x 5 seeds; (2 kinds x 4 factors +
-        // ALiBi x 4 + T5 x 1) x 3 seeds; 5 schemes x 3 seeds
-        assert_eq!(count(|i| matches!(i, Item::Base(..))), 95);
+        // 20 schemes x 5 seeds; (6 scalings + 10 dynamic YaRN, ReRoPE, Self-Extend and
+        // temperature methods) x 5 seeds; (2 kinds x 4 factors + ALiBi x 4 + T5 x 1) x 3 seeds;
+        // 5 schemes x 3 seeds
+        assert_eq!(count(|i| matches!(i, Item::Base(..))), 100);
         assert_eq!(count(|i| matches!(i, Item::Inference(..))), 80);
         assert_eq!(count(|i| matches!(i, Item::Finetune { .. })), 39);
         assert_eq!(count(|i| matches!(i, Item::Budget(..))), 15);

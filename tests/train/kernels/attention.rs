@@ -1,18 +1,18 @@
 //! Attention, fused against the composed reference, for every position term the schemes hand
 //! over: a bias per distance, a piecewise-linear bias, tables read in the query's and in the
 //! key's row, relative keys per distance, untied absolute terms, relative values per
-//! distance, the content bias, and the schemes' combinations; values and the gradients of
-//! $q, k, v$ and of every term's own compact tensors (a piecewise bias's feature factors
-//! $\psi$ and $\nu$ included), at lengths across the 32-row tile; then central finite
-//! differences of each term's gradient on the fused path.
+//! distance, the content bias, CoPE's contextual positions, and the schemes' combinations;
+//! values and the gradients of $q, k, v$ and of every term's own compact tensors (a piecewise
+//! bias's feature factors $\psi$ and $\nu$ included), at lengths across the 32-row tile; then
+//! central finite differences of each term's gradient on the fused path.
 
 use std::sync::Arc;
 
 use burn::tensor::{Device, Gradients, Tensor, TensorData};
 use posenc::lm::model::to_vec;
 use posenc::lm::ops::{
-    fused, reference, DistanceKeys, Gathered, PiecewiseBias, PositionBias, RelativeValues,
-    ScoreTerms, Untied,
+    fused, reference, Contextual, DistanceKeys, Gathered, PiecewiseBias, PositionBias,
+    RelativeValues, ScoreTerms, Untied,
 };
 
 use super::{assert_close, check_finite_differences, check_finite_differences_at, weighted_sum};
@@ -219,6 +219,12 @@ fn case(
             index,
         });
     }
+    if has("cope") {
+        // P = 8: the counts (about half a row's keys) clamp in the rows past 14 only
+        terms.contextual = Some(Contextual {
+            embeddings: x.t2("cope embeddings", [8, d], 15, 1.0),
+        });
+    }
     Case {
         q,
         k,
@@ -259,8 +265,10 @@ impl Case {
 
 /// The problems: each term alone, the schemes' combinations (Shaw: query table and values;
 /// DeBERTa: both tables; Transformer-XL: content bias and relative keys; TUPE: untied terms
-/// and a bias per distance), and every term at once.
-const LABELS: [&str; 13] = [
+/// and a bias per distance), and every term at once; CoPE alone, with a bias (its gates read
+/// the biased logits), with the content bias (its products take the same queries) and with
+/// every other term.
+const LABELS: [&str; 17] = [
     "none",
     "u",
     "distance",
@@ -274,6 +282,10 @@ const LABELS: [&str; 13] = [
     "query+key",
     "u+rho",
     "piecewise+query+key+rho+untied+values+u",
+    "cope",
+    "cope+distance",
+    "cope+u",
+    "cope+piecewise+query+key+rho+untied+values+u",
 ];
 
 #[test]
@@ -325,16 +337,22 @@ fn fused_attention_gradients_match_finite_differences() {
     }
     // a bias per distance, alone (the piecewise bias above takes the bias's place); the key
     // table at a length where its index has a run of one column (read transposed, where at
-    // 37 it is read key by key)
-    for (label, dims) in [("distance", dims), ("key", [1, 2, 70, 8])] {
+    // 37 it is read key by key); CoPE's embeddings with a bias, and the queries, which reach
+    // the loss through the content product, the gates and the products with e
+    for (label, dims, leaf) in [
+        ("distance", dims, 3),
+        ("key", [1, 2, 70, 8], 3),
+        ("cope+distance", dims, 4),
+        ("cope+distance", dims, 0),
+    ] {
         let base = case(label, dims, &device, None);
         let analytic = base.run(true);
-        let (name, _, x) = &base.leaves[3];
+        let (name, _, x) = &base.leaves[leaf];
         let loss = |v: &[f32]| {
-            let c = case(label, dims, &device, Some((3, v)));
+            let c = case(label, dims, &device, Some((leaf, v)));
             f64::from(to_vec(weighted_sum(c.output(true), 20))[0])
         };
-        check_finite_differences(name, x, &analytic[4].1, loss, 1e-2);
+        check_finite_differences(name, x, &analytic[leaf + 1].1, loss, 1e-2);
     }
 }
 

@@ -3,12 +3,12 @@
 //! receives the embeddings as [`Contextual`] and adds $q_i \cdot e(p_{ij})$ after the scale.
 //!
 //! The count $p_{ij}$ needs every logit of a row before that row's softmax and differs for
-//! every pair, so CoPE has no compact term for the fused attention: [`Ops::attention`] runs the
-//! composed attention for it ([`reference::contextual_term`]), `[B, H, L, L]` tensors in
-//! training and evaluation, and [`crate::lm::memory`] counts them (a length that does not fit
-//! the machine is refused before any work).
+//! every pair. The fused attention has them: a tile of query rows holds every key those rows
+//! see, so it counts along each row and keeps only the tile's gates and counts
+//! (`ops::fused::attention::contextual`): memory linear in $L$ in training and evaluation. The
+//! composed attention expands the same term to `[B, H, L, L]` ([`reference::contextual_term`],
+//! the specification).
 //!
-//! [`Ops::attention`]: crate::lm::ops::Ops::attention
 //! [`reference::contextual_term`]: crate::lm::ops::reference::contextual_term
 
 use burn::module::{Module, Param};

@@ -9,9 +9,10 @@
 //! * causal attention $\operatorname{softmax}(c\,(QK^\top + T) + B)V$ with the position
 //!   terms of the schemes, each a compact object (a bias per distance, a piecewise-linear
 //!   function, tables read at the column of the distance, relative keys per distance, untied
-//!   absolute terms, relative values) expanded inside the tiles and given its gradient back;
-//!   tiles of query rows, key blocks past a tile's last row skipped, no `[L, L]` tensor kept
-//!   (the backward rebuilds the weights from the saved log-sum-exp);
+//!   absolute terms, relative values; CoPE's contextual positions, counted along each row of
+//!   a tile) expanded inside the tiles and given its gradient back; tiles of query rows, key
+//!   blocks past a tile's last row skipped, no `[L, L]` tensor kept (the backward rebuilds
+//!   the weights from the saved log-sum-exp);
 //! * exact GELU $x\Phi(x)$; LayerNorm; log-softmax with the negative log-likelihood; linear
 //!   layers and products; RoPE's rotation.
 //!
@@ -37,12 +38,15 @@ use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
 
 use super::{Gathered, PositionBias, Rotations, ScoreTerms, WindowedRotation};
-use extension::{AttentionTerms, FusedOps, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
+use extension::{
+    AttentionTerms, ContextualTerm, FusedOps, ProductTerm, ScoreBias, TableTerm, ValuesTerm,
+};
 
 /// Causal attention of `q, k, v [B, H, L, D]` with a scheme's `terms`
 /// ([`super::Ops::attention`]'s formula): rotations applied to $q, k$ first, the query scale
 /// $\tau_i$ and $u$ to the queries, then one fused operation that expands every other term
-/// inside its tiles and returns each term's gradient to its own compact object. With a second
+/// inside its tiles (CoPE's contextual positions counted along each row of a tile, from the
+/// same queries) and returns each term's gradient to its own compact object. With a second
 /// rotation ([`ScoreTerms::windowed`], evaluation only) the two-pass form instead
 /// ([`windowed_attention`]).
 pub fn attention(
@@ -108,6 +112,10 @@ pub fn attention(
             None => ProductTerm::None,
         },
         values,
+        contextual: match terms.contextual {
+            Some(cx) => ContextualTerm::Embeddings(cx.embeddings.into_dispatch()),
+            None => ContextualTerm::None,
+        },
     };
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention(
         q.into_dispatch(),

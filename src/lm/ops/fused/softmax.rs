@@ -11,6 +11,34 @@
 
 use super::simd::{exp, exp_shifted_in_place, max, multiversion};
 
+/// $s_j = c\,x_j + b_j$ in place over `live`.
+#[inline(always)]
+fn scale_and_bias(live: &mut [f32], bias: Option<&[f32]>, scale: f32) {
+    match bias {
+        Some(b) => {
+            let b = &b[..live.len()];
+            for (s, &b) in live.iter_mut().zip(b) {
+                *s = s.mul_add(scale, b);
+            }
+        }
+        None => {
+            for s in live.iter_mut() {
+                *s *= scale;
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// The logits of one causal row in place, before their softmax: `row[j] = scale row[j] +
+    /// bias[j]` for `j < valid` (what [`softmax_row`] does first; the rest of the row is left
+    /// as it is).
+    #[inline]
+    pub(super) fn logits_row(row: &mut [f32], bias: Option<&[f32]>, scale: f32, valid: usize) {
+        scale_and_bias(&mut row[..valid], bias, scale);
+    }
+}
+
 multiversion! {
     /// One causal softmax row in place: `row[j] = scale row[j] + bias[j]` for `j < valid`,
     /// then $p_j = e^{s_j - \max} / \sum$, zeros from `valid` on. Returns
@@ -18,18 +46,7 @@ multiversion! {
     #[inline]
     pub(super) fn softmax_row(row: &mut [f32], bias: Option<&[f32]>, scale: f32, valid: usize) -> f32 {
         let (live, dead) = row.split_at_mut(valid);
-        match bias {
-            Some(b) => {
-                for (s, &b) in live.iter_mut().zip(&b[..valid]) {
-                    *s = s.mul_add(scale, b);
-                }
-            }
-            None => {
-                for s in live.iter_mut() {
-                    *s *= scale;
-                }
-            }
-        }
+        scale_and_bias(live, bias, scale);
         let max = max(live);
         let sum = exp_shifted_in_place(live, max);
         let inv = 1.0 / sum;

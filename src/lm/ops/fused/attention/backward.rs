@@ -17,12 +17,15 @@
 //! $\partial\rho_d = c \sum_{i-j=d} \partial s_{ij} \hat q_i$, $\partial p^Q$ and $\partial p^K$
 //! like $\partial q$ and $\partial k$, and $\partial a^V_r = \sum_{\text{index}(i-j) = r}
 //! p_{ij}\, \partial o_i$. Per-head objects shared by the batch have their gradients summed
-//! over it.
+//! over it. With CoPE, the weights are rebuilt from $a_{ij} + z_{ij}$ and $\partial s_{ij}$ is
+//! turned into the logit's own gradient $\partial a_{ij}$ before any of the above
+//! ([`super::contextual::position_grad_row`]), and $\partial e$ is summed over batch and heads.
 
 use rayon::prelude::*;
 
+use super::contextual::{position_grad_row, ContextualScratch};
 use super::terms::{transpose, HeadTable, HeadTerms};
-use super::{tile_scores, Bias, BiasGrads, Terms, TILE};
+use super::{contextual_logits, tile_scores, Bias, BiasGrads, Terms, TILE};
 use crate::lm::ops::fused::heads::{row, AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
 use crate::lm::ops::fused::parallel::{product, SharedMut};
 use crate::lm::ops::fused::simd::{dot, multiversion};
@@ -68,6 +71,8 @@ pub struct AttentionGrads {
     pub untied_keys: Vec<f32>,
     /// $\partial a^V$ of the relative values, `[R, D]`.
     pub values: Vec<f32>,
+    /// $\partial e$ of CoPE's embeddings, `[P, D]`, summed over batch and heads.
+    pub contextual: Vec<f32>,
 }
 
 /// Per-thread buffers of the backward pass.
@@ -81,6 +86,8 @@ struct BackwardScratch {
     /// `[TILE, R]`: the relative values' output gradient per table row, then the weights'
     /// sums per table row.
     sums: Vec<f32>,
+    /// CoPE's gates, counts, $T$ and $\partial T$ of the tile.
+    cope: ContextualScratch,
 }
 
 /// The gradients one head accumulates for objects it does not write in place (empty where
@@ -95,6 +102,7 @@ struct HeadGrads {
     untied_queries: Vec<f32>,
     untied_keys: Vec<f32>,
     values: Vec<f32>,
+    contextual: Vec<f32>,
 }
 
 /// Backward pass of one head, writing its rows of `dq`, `dk`, `dv` and of the relative
@@ -125,6 +133,7 @@ unsafe fn attention_head_backward(
         untied_queries: zeros(terms.untied.is_some(), l * d),
         untied_keys: zeros(terms.untied.is_some(), l * d),
         values: zeros(true, terms.values.map_or(0, |rv| rv.rows * d)),
+        contextual: zeros(true, terms.contextual.map_or(0, |cx| cx.positions * d)),
     };
     for i in 0..l {
         // SAFETY: row i of dk and dv is in bounds (caller's contract).
@@ -142,10 +151,35 @@ unsafe fn attention_head_backward(
         // p, dp and g hold m x n.
         // rebuild P from the raw scores and the saved log-sum-exp
         unsafe { tile_scores((q, k), terms, (i0, m, l, d), p, &mut scratch.g) };
-        for r in 0..m {
-            let i = i0 + r;
-            let b = terms.bias_row(i, l, &mut scratch.bias);
-            probs_row(&mut p[r * n..(r + 1) * n], b, scale, i + 1, lse[i]);
+        match &terms.contextual {
+            None => {
+                for r in 0..m {
+                    let i = i0 + r;
+                    let b = terms.bias_row(i, l, &mut scratch.bias);
+                    probs_row(&mut p[r * n..(r + 1) * n], b, scale, i + 1, lse[i]);
+                }
+            }
+            Some(cx) => {
+                // the weights from a + z; T, the gates and the counts kept for the gradients
+                // SAFETY: q covers the tile's rows; p holds m x n.
+                unsafe {
+                    contextual_logits(
+                        cx,
+                        q,
+                        terms,
+                        (i0, m, l, d),
+                        scale,
+                        p,
+                        &mut scratch.bias,
+                        &mut scratch.cope,
+                    );
+                }
+                for r in 0..m {
+                    let i = i0 + r;
+                    probs_row(&mut p[r * n..(r + 1) * n], None, 1.0, i + 1, lse[i]);
+                }
+                scratch.cope.grads[..m * cx.positions].fill(0.0);
+            }
         }
         // dP = dO_tile V^T, [m, n]
         unsafe {
@@ -199,6 +233,19 @@ unsafe fn attention_head_backward(
             let delta = dot_rows(unsafe { row(dout, i, d) }, unsafe { row(out, i, d) });
             let ds = &mut dp[r * n..(r + 1) * n];
             score_grad_row(ds, &p[r * n..(r + 1) * n], delta, i + 1);
+            if let Some(cx) = &terms.contextual {
+                // d(a + z) -> da, and dT of the row
+                let (np, cope) = (cx.positions, &mut scratch.cope);
+                position_grad_row(
+                    &mut ds[..=i],
+                    (
+                        &cope.gates[r * n..=r * n + i],
+                        &cope.counts[r * n..=r * n + i],
+                    ),
+                    &cope.positions[r * np..(r + 1) * np],
+                    &mut cope.grads[r * np..(r + 1) * np],
+                );
+            }
             if want_bias {
                 terms.bias_grad(i, l, ds, &mut grads.bias);
             }
@@ -229,6 +276,11 @@ unsafe fn attention_head_backward(
                 (q.0.add(i0 * q.1), q.1, 1),
                 scale,
             );
+            if let Some(cx) = &terms.contextual {
+                // dQ_tile += dT e; de += dT^T Q_tile
+                let dt = &scratch.cope.grads[..m * cx.positions];
+                cx.tile_grads((q, dq), (i0, m, d), dt, &mut grads.contextual);
+            }
             // dV[0..n] += P^T dO_tile
             product(
                 (n, d, m),
@@ -317,6 +369,18 @@ fn sum_over_batch(per_head: &[HeadGrads], pick: fn(&HeadGrads) -> &[f32], h: usi
     total
 }
 
+/// $\sum_{b,h} x_{bh}$ of per-(batch, head) blocks of `size` values: the gradient of an object
+/// every head shares.
+fn sum_over_heads(per_head: &[HeadGrads], pick: fn(&HeadGrads) -> &[f32], size: usize) -> Vec<f32> {
+    let mut total = vec![0.0f32; size];
+    for g in per_head {
+        for (t, &x) in total.iter_mut().zip(pick(g)) {
+            *t += x;
+        }
+    }
+    total
+}
+
 /// Blocks of `block` values reversed within each of the `[.., len * block]` groups.
 fn unreversed(v: Vec<f32>, len: usize, block: usize) -> Vec<f32> {
     if len * block == 0 {
@@ -394,6 +458,7 @@ pub fn attention_backward(
                 g: vec![0.0; if with_distance { TILE * l } else { 0 }],
                 bias: vec![0.0; l],
                 sums: vec![0.0; TILE * value_rows],
+                cope: ContextualScratch::new(terms.contextual.as_ref(), TILE, l),
             },
             |scratch, bh| {
                 let ptrs = &ptrs;
@@ -485,18 +550,12 @@ pub fn attention_backward(
         }
         Bias::Piecewise(_) => {}
     }
-    let values = match terms.values {
-        None => Vec::new(),
-        Some(rv) => {
-            let mut total = vec![0.0f32; rv.rows * d];
-            for g in &per_head {
-                for (t, &x) in total.iter_mut().zip(&g.values) {
-                    *t += x;
-                }
-            }
-            total
-        }
-    };
+    let values = terms.values.map_or(Vec::new(), |rv| {
+        sum_over_heads(&per_head, |g| &g.values, rv.rows * d)
+    });
+    let contextual = terms.contextual.map_or(Vec::new(), |cx| {
+        sum_over_heads(&per_head, |g| &g.contextual, cx.positions * d)
+    });
     AttentionGrads {
         q: dq,
         k: dk,
@@ -512,6 +571,7 @@ pub fn attention_backward(
         untied_queries: sum_over_batch(&per_head, |g| &g.untied_queries, h),
         untied_keys: sum_over_batch(&per_head, |g| &g.untied_keys, h),
         values,
+        contextual,
     }
 }
 
@@ -578,6 +638,7 @@ mod tests {
                         ("dg", g.query_table.clone()),
                         ("dg'", g.key_table.clone()),
                         ("da^V", g.values.clone()),
+                        ("de", g.contextual.clone()),
                     ];
                     for ((name, got), want) in got.iter().zip(&want.inputs) {
                         assert_close(&format!("{name} {what}"), got, want, 1e-5);

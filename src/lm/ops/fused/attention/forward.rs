@@ -2,12 +2,15 @@
 //! relative terms ([`super::tile_scores`]), the causal softmax of every row with its bias,
 //! $O = P V$ (and $O \mathrel{+}= \bar P a^V$ with the weights summed per table row, for
 //! relative values), and the log-sum-exp of every row
-//! $\text{lse}_i = \log \sum_{j \le i} e^{s_{ij}}$.
+//! $\text{lse}_i = \log \sum_{j \le i} e^{s_{ij}}$. With CoPE, the logits of a row are
+//! finished first (scale and bias), its contextual positions added
+//! ([`super::contextual::add_positions_row`]), and the softmax taken of the sum.
 
 use rayon::prelude::*;
 
+use super::contextual::ContextualScratch;
 use super::terms::HeadTerms;
-use super::{tile_scores, Terms, TILE};
+use super::{contextual_logits, tile_scores, Terms, TILE};
 use crate::lm::ops::fused::heads::{AttentionDims, HeadLayout, HeadRows, HeadRowsMut, Heads};
 use crate::lm::ops::fused::parallel::{product, SharedMut};
 use crate::lm::ops::fused::softmax::softmax_row;
@@ -22,6 +25,8 @@ struct ForwardScratch {
     bias: Vec<f32>,
     /// `[TILE, R]`: the weights summed per relative-value row.
     sums: Vec<f32>,
+    /// CoPE's gates, counts and $T$ of the tile.
+    cope: ContextualScratch,
 }
 
 /// Forward pass of one head: its output rows (through `out`, row stride `out.1`) and the
@@ -46,10 +51,34 @@ unsafe fn attention_head_forward(
         let s = &mut scratch.s[..m * n];
         // SAFETY: q, k and the terms cover their rows (caller's contract); g holds m x n.
         unsafe { tile_scores((q, k), terms, (i0, m, l, d), s, &mut scratch.g) };
-        for r in 0..m {
-            let i = i0 + r;
-            let bias = terms.bias_row(i, l, &mut scratch.bias);
-            lse[i] = softmax_row(&mut s[r * n..(r + 1) * n], bias, scale, i + 1);
+        match &terms.contextual {
+            None => {
+                for r in 0..m {
+                    let i = i0 + r;
+                    let bias = terms.bias_row(i, l, &mut scratch.bias);
+                    lse[i] = softmax_row(&mut s[r * n..(r + 1) * n], bias, scale, i + 1);
+                }
+            }
+            Some(cx) => {
+                // SAFETY: q covers the tile's rows; s holds m x n.
+                unsafe {
+                    contextual_logits(
+                        cx,
+                        q,
+                        terms,
+                        (i0, m, l, d),
+                        scale,
+                        s,
+                        &mut scratch.bias,
+                        &mut scratch.cope,
+                    );
+                }
+                // the softmax of a + z
+                for r in 0..m {
+                    let i = i0 + r;
+                    lse[i] = softmax_row(&mut s[r * n..(r + 1) * n], None, 1.0, i + 1);
+                }
+            }
         }
         // O_tile = P V[0..n], [m, d]
         // SAFETY: s is m x n, v covers n rows, out covers rows i0..i0+m.
@@ -125,6 +154,7 @@ pub fn attention_forward(
                 g: vec![0.0; if with_g { TILE * l } else { 0 }],
                 bias: vec![0.0; l],
                 sums: vec![0.0; TILE * value_rows],
+                cope: ContextualScratch::new(terms.contextual.as_ref(), TILE, l),
             };
             // and the head's key table as the rows read it
             (scratch, Vec::new())

@@ -11,13 +11,16 @@
 //! log-sum-exp of every row, from which the backward pass ([`backward`]) rebuilds the weights
 //! tile by tile. Every position term is a compact object (a vector over distance, a table per
 //! row, relative keys per distance, a piecewise-linear function), so memory grows linearly in
-//! $L$. Parallel over (batch, head).
+//! $L$. CoPE's contextual positions ([`contextual`]) are counted along each row of a tile, which
+//! holds every key its rows see. Parallel over (batch, head).
 
 mod backward;
+pub mod contextual;
 mod forward;
 pub mod terms;
 
 pub use backward::attention_backward;
+pub use contextual::Contextual;
 pub use forward::attention_forward;
 pub use terms::{
     Bias, BiasGrads, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied, Window,
@@ -25,6 +28,8 @@ pub use terms::{
 
 use super::heads::HeadRows;
 use super::parallel::product;
+use super::softmax::logits_row;
+use contextual::{add_positions_row, ContextualScratch};
 use terms::HeadTerms;
 
 /// Query rows per attention tile. Key columns past a tile's last row are masked for every row
@@ -139,6 +144,43 @@ unsafe fn tile_scores(
         for r in 0..m {
             terms.add_gathered(i0 + r, l, &mut s[r * n..(r + 1) * n]);
         }
+    }
+}
+
+/// The logits of a tile's rows with CoPE's positions added, in place of the raw scores
+/// `s [m, n]` ([`tile_scores`]): $a_{ij} = c\,s_{ij} + b_{ij}$, then $a_{ij} + z_{ij}$ with
+/// $T = Q_{\text{tile}} e^\top$ in `cope` (and the rows' gates and counts, which the backward
+/// pass reads); keys $0..=i$ of each row $i$, the rest left as it was.
+///
+/// # Safety
+/// `q` covers rows `i0..i0 + m` of `D` values at its stride; `s` holds `m x n`, `bias` `L`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+unsafe fn contextual_logits(
+    cx: &Contextual,
+    q: HeadRows,
+    terms: &HeadTerms,
+    (i0, m, l, d): (usize, usize, usize, usize),
+    scale: f32,
+    s: &mut [f32],
+    bias: &mut [f32],
+    cope: &mut ContextualScratch,
+) {
+    let (n, p) = (i0 + m, cx.positions);
+    // T = Q_tile e^T, [m, P]
+    // SAFETY: the caller's contract; positions holds TILE x P.
+    unsafe { cx.tile_positions(q, (i0, m, d), &mut cope.positions) };
+    for r in 0..m {
+        let i = i0 + r;
+        let row = &mut s[r * n..(r + 1) * n];
+        // a_j = c s_j + b_j, then a_j + z_j
+        logits_row(row, terms.bias_row(i, l, bias), scale, i + 1);
+        add_positions_row(
+            &mut row[..=i],
+            &cope.positions[r * p..(r + 1) * p],
+            &mut cope.gates[r * n..(r + 1) * n],
+            &mut cope.counts[r * n..(r + 1) * n],
+        );
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::super::heads::{AttentionDims, Heads};
 use super::super::testing::values;
-use super::{Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied};
+use super::{Bias, Contextual, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied};
 
 /// The bias of a problem.
 pub enum NaiveBias {
@@ -35,16 +35,18 @@ pub struct Case {
     pub untied: Option<(Vec<f32>, Vec<f32>)>,
     /// Relative values: the table `[R, D]`, `R`, and the index over distance `[L]`.
     pub values: Option<(Vec<f32>, usize, Vec<usize>)>,
+    /// CoPE's embeddings $e$ `[P, D]` and $P$.
+    pub cope: Option<(Vec<f32>, usize)>,
     pub scale: f32,
     /// What the case holds, for messages.
     pub label: &'static str,
 }
 
-/// The expected gradients: $q, k, v, \hat q, \rho, p^Q, p^K, g, g', a^V$ in that order (empty
-/// where absent), then the bias's (or intercepts'), the slopes', and a piecewise bias's
+/// The expected gradients: $q, k, v, \hat q, \rho, p^Q, p^K, g, g', a^V, e$ in that order
+/// (empty where absent), then the bias's (or intercepts'), the slopes', and a piecewise bias's
 /// feature's $\partial\psi$ and $\partial\nu$ (summed over batch and heads).
 pub struct Want {
-    pub inputs: [Vec<f64>; 10],
+    pub inputs: [Vec<f64>; 11],
     pub bias: Vec<f64>,
     pub slopes: Vec<f64>,
     pub feature: Vec<f64>,
@@ -122,6 +124,8 @@ impl Case {
                 let (rows, index) = clipped(l);
                 (values(rows * d, 6, 1.0), rows, index)
             }),
+            // P = 8: the counts (about half a row's keys) clamp in rows past 14 only
+            cope: has("cope").then(|| (values(8 * d, 17, 1.0), 8)),
             scale: 1.0 / (d as f32).sqrt(),
             label,
         }
@@ -174,6 +178,13 @@ impl Case {
                     index,
                 }),
             window: None,
+            contextual: self
+                .cope
+                .as_ref()
+                .map(|(embeddings, positions)| Contextual {
+                    embeddings,
+                    positions: *positions,
+                }),
         }
     }
 
@@ -247,6 +258,50 @@ impl Case {
         self.at(&self.v, bh, j, c) + rel
     }
 
+    /// $a_{ij} = c\,(q_i \cdot k_j + t_{ij}) + b_{ij}$ of row `i` of head `bh`, keys $0..=i$.
+    fn scores(&self, bh: usize, i: usize) -> Vec<f64> {
+        let h = bh % self.dims.heads;
+        (0..=i)
+            .map(|j| f64::from(self.scale) * self.t(bh, i, j) + self.b(h, i, j))
+            .collect()
+    }
+
+    /// CoPE's parts of row `i` of head `bh` from its scores `a` (`None` without CoPE), each
+    /// written from its definition: $T_n = q_i \cdot e_n$, $g_j = \sigma(a_j)$,
+    /// $r_j = \sum_{t=j}^{i} g_t$ (each sum on its own), and $z_j$.
+    fn cope_row(&self, bh: usize, i: usize, a: &[f64]) -> Option<CopeRow> {
+        let (e, positions) = self.cope.as_ref()?;
+        let d = self.dims.dim;
+        let t: Vec<f64> = (0..*positions)
+            .map(|n| {
+                (0..d)
+                    .map(|c| self.at(&self.q, bh, i, c) * f64::from(e[n * d + c]))
+                    .sum()
+            })
+            .collect();
+        let g: Vec<f64> = a.iter().map(|&a| 1.0 / (1.0 + (-a).exp())).collect();
+        let r: Vec<f64> = (0..a.len()).map(|j| g[j..].iter().sum()).collect();
+        let top = (positions - 1) as f64;
+        let z = r
+            .iter()
+            .map(|&r| {
+                let p = r.min(top);
+                let w = p - p.floor();
+                (1.0 - w) * t[p.floor() as usize] + w * t[p.ceil() as usize]
+            })
+            .collect();
+        Some(CopeRow { t, g, r, z })
+    }
+
+    /// The logits of row `i` of head `bh`: $a_{ij}$, plus $z_{ij}$ with CoPE.
+    fn logits(&self, bh: usize, i: usize) -> Vec<f64> {
+        let a = self.scores(bh, i);
+        match self.cope_row(bh, i, &a) {
+            None => a,
+            Some(cope) => a.iter().zip(&cope.z).map(|(a, z)| a + z).collect(),
+        }
+    }
+
     /// $\alpha_{ij}$ `[B, H, L, L]` (zeros above the diagonal), $o$ `[B, H, L, D]` and
     /// $\log\sum_{j \le i} e^{s_{ij}}$ `[B, H, L]`.
     pub fn forward(&self) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
@@ -263,10 +318,8 @@ impl Case {
             for h in 0..heads {
                 let bh = b * heads + h;
                 for i in 0..l {
-                    // s_ij = c (q_i . k_j + t_ij) + b_ij, j <= i
-                    let s: Vec<f64> = (0..=i)
-                        .map(|j| f64::from(self.scale) * self.t(bh, i, j) + self.b(h, i, j))
-                        .collect();
+                    // s_ij = c (q_i . k_j + t_ij) + b_ij (+ z_ij), j <= i
+                    let s = self.logits(bh, i);
                     let z = s.iter().map(|s| s.exp()).sum::<f64>();
                     lse[bh * l + i] = z.ln();
                     for (j, s) in s.iter().enumerate() {
@@ -302,6 +355,7 @@ impl Case {
         let mut dg = vec![0.0; table_len(&self.query_table)];
         let mut dg2 = vec![0.0; table_len(&self.key_table)];
         let mut dtable = vec![0.0; self.values.as_ref().map_or(0, |v| v.0.len())];
+        let mut de = vec![0.0; self.cope.as_ref().map_or(0, |e| e.0.len())];
         let (mut dbias, mut dslopes) = match &self.bias {
             NaiveBias::None => (Vec::new(), Vec::new()),
             NaiveBias::Distance(t) => (vec![0.0; t.len()], Vec::new()),
@@ -325,8 +379,12 @@ impl Case {
                         })
                         .collect();
                     let delta: f64 = (0..=i).map(|j| pij(j) * dp[j]).sum();
-                    for j in 0..=i {
-                        let ds = pij(j) * (dp[j] - delta);
+                    // ds_ij = d(a_ij + z_ij), then the logit's own gradient with CoPE
+                    let mut ds: Vec<f64> = (0..=i).map(|j| pij(j) * (dp[j] - delta)).collect();
+                    if let Some(cope) = self.cope_row(bh, i, &self.scores(bh, i)) {
+                        ds = self.cope_grads(bh, i, &cope, &ds, (&mut dq, &mut de));
+                    }
+                    for (j, &ds) in ds.iter().enumerate() {
                         for e in 0..d {
                             dq[(bh * l + i) * d + e] += c * ds * x(&self.k, bh, j, e);
                             dk[(bh * l + j) * d + e] += c * ds * x(&self.q, bh, i, e);
@@ -370,7 +428,7 @@ impl Case {
             }
         }
         Want {
-            inputs: [dq, dk, dv, dqhat, drho, dpq, dpk, dg, dg2, dtable],
+            inputs: [dq, dk, dv, dqhat, drho, dpq, dpk, dg, dg2, dtable, de],
             bias: dbias,
             slopes: dslopes,
             feature: dfeature,
@@ -379,10 +437,71 @@ impl Case {
     }
 }
 
+/// CoPE's parts of one row ([`Case::cope_row`]).
+struct CopeRow {
+    /// $T_n$, `[P]`.
+    t: Vec<f64>,
+    /// $g_j$.
+    g: Vec<f64>,
+    /// $r_j$.
+    r: Vec<f64>,
+    /// $z_j$.
+    z: Vec<f64>,
+}
+
+impl Case {
+    /// CoPE's chain rule for row `i` of head `bh`, pair by pair from $\partial s_j =
+    /// \partial(a_j + z_j)$: $\partial T_n$ from every $z_j$ that reads column $n$,
+    /// $\partial r_j = \partial s_j (T_{\lceil p \rceil} - T_{\lfloor p \rfloor})$ unless clamped
+    /// ($r_j > P - 1$), $\partial g_t = \sum_{j \le t} \partial r_j$ (each sum on its own);
+    /// adds $\partial T_n e_n$ to $\partial q_i$ and $\partial T_n q_i$ to $\partial e_n$, and
+    /// returns $\partial a_t = \partial s_t + g_t (1 - g_t)\,\partial g_t$.
+    fn cope_grads(
+        &self,
+        bh: usize,
+        i: usize,
+        cope: &CopeRow,
+        ds: &[f64],
+        (dq, de): (&mut [f64], &mut [f64]),
+    ) -> Vec<f64> {
+        let (l, d) = (self.dims.len, self.dims.dim);
+        let positions = cope.t.len();
+        let top = (positions - 1) as f64;
+        let mut dt = vec![0.0; positions];
+        let mut dr = vec![0.0; ds.len()];
+        for (j, &r) in cope.r.iter().enumerate() {
+            let p = r.min(top);
+            let (lo, hi, w) = (p.floor() as usize, p.ceil() as usize, p - p.floor());
+            dt[lo] += ds[j] * (1.0 - w);
+            dt[hi] += ds[j] * w;
+            if r <= top {
+                dr[j] = ds[j] * (cope.t[hi] - cope.t[lo]);
+            }
+        }
+        let Some((e, _)) = &self.cope else {
+            return ds.to_vec();
+        };
+        for (n, &dt) in dt.iter().enumerate() {
+            for c in 0..d {
+                dq[(bh * l + i) * d + c] += dt * f64::from(e[n * d + c]);
+                de[n * d + c] += dt * self.at(&self.q, bh, i, c);
+            }
+        }
+        (0..ds.len())
+            .map(|t| {
+                let dg: f64 = dr[..=t].iter().sum();
+                ds[t] + cope.g[t] * (1.0 - cope.g[t]) * dg
+            })
+            .collect()
+    }
+}
+
 /// The problems the tests run: lengths of one query, across one tile boundary, exactly two
 /// tiles and across two; odd head dimensions; each position term alone, and the
 /// combinations the schemes use (Shaw: query table and values; DeBERTa: both tables; TUPE:
-/// untied and a distance bias) and all of them at once.
+/// untied and a distance bias) and all of them at once; CoPE alone (its counts clamped in
+/// the long rows, not in the short ones), with a bias (its gates read the biased logits) and
+/// with every other term.
 pub fn cases() -> impl Iterator<Item = Case> {
     [[2, 3, 1, 5], [1, 2, 33, 7], [1, 1, 64, 4], [2, 1, 70, 16]]
         .into_iter()
@@ -399,6 +518,9 @@ pub fn cases() -> impl Iterator<Item = Case> {
                 "query+key",
                 "untied+distance",
                 "piecewise+query+key+rho+untied+values",
+                "cope",
+                "cope+distance",
+                "cope+piecewise+query+key+rho+untied+values",
             ]
             .into_iter()
             .map(move |label| Case::new(dims, label))

@@ -12,7 +12,9 @@
 //! distance in the query's row (Shaw, DeBERTa's c2p) or in the key's row (DeBERTa's p2c), and
 //! a bias per distance (T5, ALiBi, Kerple) or a piecewise-linear function $f$ of a feature
 //! of the distance scaled per row (FIRE). Relative values (Shaw) add
-//! $\sum_j \alpha_{ij}\, a^V_{\text{index}(i-j)}$ to the output.
+//! $\sum_j \alpha_{ij}\, a^V_{\text{index}(i-j)}$ to the output. CoPE's contextual
+//! positions add $z_{ij}$ to the finished logit, counted along its row
+//! ([`super::contextual`]).
 //!
 //! A row $i$ reads the distances $i, i-1, \dots, 0$ for keys $0, 1, \dots, i$: each vector
 //! over distance is reversed once per call ([`Prepared`]), so that the row reads a contiguous
@@ -23,6 +25,7 @@ mod runs;
 
 use super::super::heads::{AttentionDims, HeadRows, Heads};
 use super::super::simd::multiversion;
+use super::contextual::Contextual;
 pub use piecewise::Piecewise;
 use piecewise::{HeadPiecewise, PreparedPiecewise};
 use runs::{add_run_columns, add_runs, scatter_run_columns, sum_runs, DistanceRuns, Layout};
@@ -129,6 +132,8 @@ pub struct Terms<'a> {
     pub values: Option<RelativeValues<'a>>,
     /// The second pass beyond a window (ReRoPE; evaluation only).
     pub window: Option<Window<'a>>,
+    /// CoPE's $z_{ij}$, added to the scaled, biased logits.
+    pub contextual: Option<Contextual<'a>>,
 }
 
 /// `v` reversed in blocks of `block`: block $k$ of the result is block $n-1-k$ of `v`.
@@ -221,6 +226,9 @@ impl<'a> Terms<'a> {
             w.keys.check(dims, "second-pass keys");
             fits(w.window >= 1, "a window of at least 1");
         }
+        if let Some(cx) = &self.contextual {
+            cx.check(d);
+        }
         if let Some(rv) = &self.values {
             fits(
                 rv.table.len() == rv.rows * d
@@ -312,6 +320,7 @@ impl<'a> Terms<'a> {
             window: self
                 .window
                 .map(|w| (w.queries.head(bh, dims), w.keys.head(bh, dims), w.window)),
+            contextual: self.contextual,
         }
     }
 }
@@ -441,6 +450,8 @@ pub(super) struct HeadTerms<'a> {
     pub(super) values: Option<HeadValues<'a>>,
     /// The second pass's query and key rows of this head and $w$.
     pub(super) window: Option<(HeadRows, HeadRows, usize)>,
+    /// CoPE's embeddings (every head's).
+    pub(super) contextual: Option<Contextual<'a>>,
 }
 
 impl HeadTerms<'_> {

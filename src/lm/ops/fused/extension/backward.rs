@@ -23,7 +23,7 @@ use burn::backend::{Autodiff, Flex};
 use super::super::attention::{self, BiasGrads};
 use super::super::{gelu, linear, nll, norm};
 use super::flex::{dims4, flex, interleaved, rope_flex, values, HeadsBuf, TermValues};
-use super::{AttentionTerms, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
+use super::{AttentionTerms, ContextualTerm, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// The gradients of an operation's `N` parents from the state saved by its forward pass and
 /// the gradient of its output, given which parents take part (`None` for those that do not,
@@ -178,7 +178,7 @@ fn attention_grads<const N: usize>(
 }
 
 /// The fused attention's output `out` on the graph with its `parents` (q, k, v and the
-/// terms' float tensors, 3 to 14 of them).
+/// terms' float tensors, 3 to 15 of them).
 pub(super) fn record_attention<C: CheckpointStrategy>(
     parents: Vec<NodeGuard>,
     out: FlexTensor,
@@ -193,11 +193,11 @@ pub(super) fn record_attention<C: CheckpointStrategy>(
                     };
                     record::<_, C, $n>(attention_grads::<$n>, parents, out, state)
                 })*
-                n => panic!("fused attention: {n} parents, expected 3 to 14"),
+                n => panic!("fused attention: {n} parents, expected 3 to 15"),
             }
         };
     }
-    with_parents!(3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+    with_parents!(3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 }
 
 /// The first `N` of `M` gradients (the parents an operation has).
@@ -222,7 +222,7 @@ impl AttentionState {
     /// The gradients of $q, k, v$ and of every float tensor of the terms, in the order of
     /// their parents: the bias (or the intercepts, slopes, feature and row scale), the query
     /// table, the key table, the relative queries and keys, the untied queries and keys, the
-    /// relative values' table. The bias's only as `want_bias` asks.
+    /// relative values' table, CoPE's embeddings. The bias's only as `want_bias` asks.
     fn grads(&self, dout: &FlexTensor, want_bias: BiasGrads) -> Vec<Option<FlexTensor>> {
         let dims = dims4(&self.q);
         let (q, k, v) = (
@@ -284,6 +284,10 @@ impl AttentionState {
         match &self.terms.values {
             ValuesTerm::None => {}
             ValuesTerm::Table { table, .. } => grads.push(shaped(g.values, table)),
+        }
+        match &self.terms.contextual {
+            ContextualTerm::None => {}
+            ContextualTerm::Embeddings(e) => grads.push(shaped(g.contextual, e)),
         }
         grads
     }

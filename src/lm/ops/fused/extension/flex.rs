@@ -7,11 +7,11 @@ use burn::backend::Flex;
 use burn::tensor::{DType, Shape, TensorData};
 
 use super::super::attention::{
-    self, Bias, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied,
+    self, Bias, Contextual, DistanceKeys, Gathered, Piecewise, RelativeValues, Terms, Untied,
 };
 use super::super::heads::{AttentionDims, HeadLayout, Heads};
 use super::super::{gelu, linear, nll, norm, rope};
-use super::{AttentionTerms, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
+use super::{AttentionTerms, ContextualTerm, ProductTerm, ScoreBias, TableTerm, ValuesTerm};
 
 /// RoPE (or its adjoint) of a Flex `[B, H, L, D]` tensor, in `[B, L, H, D]` memory.
 pub(super) fn rope_flex(
@@ -165,6 +165,8 @@ pub(super) struct TermValues<'a> {
     distance_keys: Option<Values<'a>>,
     untied: Option<(Values<'a>, Values<'a>)>,
     values_table: Option<Values<'a>>,
+    /// CoPE's embeddings and their rows $P$.
+    contextual: Option<(Values<'a>, usize)>,
 }
 
 impl<'a> TermValues<'a> {
@@ -210,6 +212,10 @@ impl<'a> TermValues<'a> {
                 ProductTerm::Pair { queries, keys } => Some((values(queries), values(keys))),
             },
             values_table,
+            contextual: match &terms.contextual {
+                ContextualTerm::None => None,
+                ContextualTerm::Embeddings(e) => Some((values(e), e.layout().shape()[0])),
+            },
         }
     }
 
@@ -263,6 +269,10 @@ impl<'a> TermValues<'a> {
                 _ => None,
             },
             window: None,
+            contextual: self.contextual.as_ref().map(|(e, positions)| Contextual {
+                embeddings: e,
+                positions: *positions,
+            }),
         }
     }
 }

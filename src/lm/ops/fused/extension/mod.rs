@@ -89,6 +89,15 @@ pub enum ValuesTerm<B: Backend> {
     },
 }
 
+/// CoPE's position embeddings `[P, D]`, shared by the heads.
+#[derive(ExtensionType, Debug, Clone)]
+pub enum ContextualTerm<B: Backend> {
+    /// None.
+    None,
+    /// $e$, `[P, D]`.
+    Embeddings(FloatTensor<B>),
+}
+
 /// Every position term of one fused attention call ([`super::attention::Terms`] as tensors).
 #[derive(ExtensionType, Debug, Clone)]
 pub struct AttentionTerms<B: Backend> {
@@ -110,13 +119,16 @@ pub struct AttentionTerms<B: Backend> {
     /// Relative values.
     #[extension_type]
     pub values: ValuesTerm<B>,
+    /// CoPE's $z_{ij}$.
+    #[extension_type]
+    pub contextual: ContextualTerm<B>,
 }
 
 /// Fused operations of the language model. Every input is `f32`.
 #[backend_extension(Flex, Autodiff)]
 pub trait FusedOps: Backend {
     /// Causal attention of `q, k, v [B, H, L, D]` with position terms:
-    /// $\operatorname{softmax}(c\,(QK^\top + T) + B)(V + A^V)$.
+    /// $\operatorname{softmax}(c\,(QK^\top + T) + B + Z)(V + A^V)$.
     fn fused_attention(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
@@ -341,7 +353,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
 /// [`AttentionState`] returns their gradients: the bias's (one, or intercepts, slopes,
 /// feature and row scale),
 /// the query table, the key table, the relative queries and keys, the untied queries and
-/// keys, the relative values' table.
+/// keys, the relative values' table, CoPE's embeddings.
 fn on_flex<C: CheckpointStrategy>(
     terms: &AttentionTerms<Autodiff<Flex, C>>,
 ) -> (AttentionTerms<Flex>, Vec<NodeGuard>) {
@@ -392,6 +404,10 @@ fn on_flex<C: CheckpointStrategy>(
             index: index.clone(),
         },
     };
+    let contextual = match &terms.contextual {
+        ContextualTerm::None => ContextualTerm::None,
+        ContextualTerm::Embeddings(e) => ContextualTerm::Embeddings(take(e)),
+    };
     (
         AttentionTerms {
             bias,
@@ -400,6 +416,7 @@ fn on_flex<C: CheckpointStrategy>(
             distance,
             untied,
             values,
+            contextual,
         },
         nodes,
     )

@@ -1,0 +1,212 @@
+//! CoPE's contextual positions inside the tiled attention (Golovneva et al. 2024,
+//! [arXiv:2405.18719](https://arxiv.org/abs/2405.18719); the composed form is
+//! [`crate::lm::ops::reference::contextual_term`], the specification). With $a_{ij}$ the
+//! scaled, biased logit of the pair, for the keys $j \le i$ of a row:
+//!
+//! ```math
+//! g_{ij} = \sigma(a_{ij}), \quad r_{ij} = \sum_{t=j}^{i} g_{it}, \quad
+//! p_{ij} = \min(r_{ij}, P - 1), \quad w_{ij} = p_{ij} - \lfloor p_{ij} \rfloor,
+//! ```
+//! ```math
+//! T_{in} = q_i \cdot e_n, \quad
+//! z_{ij} = (1 - w_{ij})\, T_{i,\lfloor p_{ij} \rfloor} + w_{ij}\, T_{i,\lceil p_{ij} \rceil},
+//! \qquad \alpha_{ij} = \operatorname{softmax}_{j \le i}(a_{ij} + z_{ij}).
+//! ```
+//!
+//! A tile holds complete rows (every key its rows see), so a row's count is a suffix sum over
+//! that row, and $T$ is one `[m, P]` product per tile: nothing of size $L \times L$. The
+//! backward pass turns $\partial s_{ij} = \partial(a_{ij} + z_{ij})$ into the logit's own
+//! gradient,
+//!
+//! ```math
+//! \partial T_{i,\lfloor p \rfloor} \mathrel{+}= (1 - w_{ij})\,\partial s_{ij}, \quad
+//! \partial T_{i,\lceil p \rceil} \mathrel{+}= w_{ij}\,\partial s_{ij}, \quad
+//! \partial p_{ij} = \partial s_{ij}\,(T_{i,\lceil p \rceil} - T_{i,\lfloor p \rfloor})\,
+//!   [r_{ij} \le P - 1],
+//! ```
+//! ```math
+//! \partial a_{it} = \partial s_{it} + g_{it}(1 - g_{it}) \sum_{j \le t} \partial p_{ij},
+//! \qquad \partial q_i \mathrel{+}= \sum_n \partial T_{in}\, e_n, \quad
+//! \partial e_n \mathrel{+}= \sum_i \partial T_{in}\, q_i,
+//! ```
+//!
+//! the integer parts constants (as in x-transformers) and the clamp passing the gradient at
+//! equality (burn's `clamp_max`). $\partial a$ then replaces $\partial s$ for every other
+//! gradient of the pair.
+
+use super::super::heads::{HeadRows, HeadRowsMut};
+use super::super::parallel::product;
+use super::super::simd::{exp, multiversion};
+
+/// CoPE's position embeddings $e$, `[P, D]` row-major, shared by every head.
+#[derive(Debug, Clone, Copy)]
+pub struct Contextual<'a> {
+    /// $e$, `[P, D]`.
+    pub embeddings: &'a [f32],
+    /// $P \ge 1$.
+    pub positions: usize,
+}
+
+/// Per-thread buffers of the contextual term (empty without it).
+#[derive(Debug, Default)]
+pub(super) struct ContextualScratch {
+    /// $g$ of the tile's rows, `[TILE, L]` at the tile's row stride.
+    pub(super) gates: Vec<f32>,
+    /// $r$ of the tile's rows, `[TILE, L]`.
+    pub(super) counts: Vec<f32>,
+    /// $T$ of the tile's rows, `[TILE, P]`.
+    pub(super) positions: Vec<f32>,
+    /// $\partial T$, `[TILE, P]` (the backward pass).
+    pub(super) grads: Vec<f32>,
+}
+
+impl ContextualScratch {
+    /// Buffers for tiles of `tile` rows of length `l` where `cx` is present.
+    pub(super) fn new(cx: Option<&Contextual>, tile: usize, l: usize) -> Self {
+        match cx {
+            None => Self::default(),
+            Some(cx) => Self {
+                gates: vec![0.0; tile * l],
+                counts: vec![0.0; tile * l],
+                positions: vec![0.0; tile * cx.positions],
+                grads: vec![0.0; tile * cx.positions],
+            },
+        }
+    }
+}
+
+impl Contextual<'_> {
+    /// Checks $e$ against the head dimension `d`.
+    ///
+    /// # Panics
+    /// When $P = 0$ or $e$ is not `[P, D]`.
+    pub(super) fn check(&self, d: usize) {
+        assert!(
+            self.positions >= 1 && self.embeddings.len() == self.positions * d,
+            "attention: CoPE's embeddings are not [P >= 1, {d}]"
+        );
+    }
+
+    /// $T = Q_{\text{tile}}\, e^\top$, `[m, P]` into `t`, for the tile's query rows
+    /// `i0..i0 + m`.
+    ///
+    /// # Safety
+    /// `q` covers rows `i0..i0 + m` of `d` values at its stride; `t` holds `m x P`.
+    #[inline]
+    pub(super) unsafe fn tile_positions(
+        &self,
+        q: HeadRows,
+        (i0, m, d): (usize, usize, usize),
+        t: &mut [f32],
+    ) {
+        let p = self.positions;
+        // SAFETY: the caller's contract; e is P x D.
+        unsafe {
+            product(
+                (m, p, d),
+                (t.as_mut_ptr(), p, 1),
+                false,
+                (q.0.add(i0 * q.1), q.1, 1),
+                (self.embeddings.as_ptr(), 1, d),
+                1.0,
+            );
+        }
+    }
+
+    /// $\partial Q_{\text{tile}} \mathrel{+}= \partial T\, e$ and
+    /// $\partial e \mathrel{+}= \partial T^\top Q_{\text{tile}}$ (`de [P, D]`).
+    ///
+    /// # Safety
+    /// `q` and `dq` cover rows `i0..i0 + m` of `d` values at their strides; `dt` holds
+    /// `m x P`, `de` `P x D`.
+    #[inline]
+    pub(super) unsafe fn tile_grads(
+        &self,
+        (q, dq): (HeadRows, HeadRowsMut),
+        (i0, m, d): (usize, usize, usize),
+        dt: &[f32],
+        de: &mut [f32],
+    ) {
+        let p = self.positions;
+        // SAFETY: the caller's contract; e and de are P x D.
+        unsafe {
+            product(
+                (m, d, p),
+                (dq.0.add(i0 * dq.1), dq.1, 1),
+                true,
+                (dt.as_ptr(), p, 1),
+                (self.embeddings.as_ptr(), d, 1),
+                1.0,
+            );
+            product(
+                (p, d, m),
+                (de.as_mut_ptr(), d, 1),
+                true,
+                (dt.as_ptr(), 1, p),
+                (q.0.add(i0 * q.1), q.1, 1),
+                1.0,
+            );
+        }
+    }
+}
+
+multiversion! {
+    /// $g_j = \sigma(a_j) = 1 / (1 + e^{-a_j})$.
+    fn gates_row(a: &[f32], g: &mut [f32]) {
+        for (g, &a) in g.iter_mut().zip(a) {
+            *g = 1.0 / (1.0 + exp(-a));
+        }
+    }
+}
+
+/// $\lfloor p \rfloor$, $\lceil p \rceil$ and $w = p - \lfloor p \rfloor$ of
+/// $p = \min(r, P - 1)$ (`top` $= P - 1$).
+#[inline(always)]
+fn interpolation(r: f32, top: f32) -> (usize, usize, f32) {
+    let p = r.min(top);
+    let low = p.floor();
+    (low as usize, p.ceil() as usize, p - low)
+}
+
+/// One row's logits $a_j$ (keys $0..$`row.len()`) become $a_j + z_j$ in place, from the row's
+/// $T$ `[P]`; its gates and counts are written into `gates` and `counts`.
+#[inline]
+pub(super) fn add_positions_row(row: &mut [f32], t: &[f32], gates: &mut [f32], counts: &mut [f32]) {
+    let n = row.len();
+    let top = (t.len() - 1) as f32;
+    gates_row(row, &mut gates[..n]);
+    // r_j = sum_{t = j..i} g_t, from the row's end
+    let mut r = 0.0f32;
+    for j in (0..n).rev() {
+        r += gates[j];
+        counts[j] = r;
+        let (low, high, w) = interpolation(r, top);
+        // z_j = w T_ceil + (1 - w) T_floor
+        row[j] += t[high] * w + t[low] * (1.0 - w);
+    }
+}
+
+/// One row's $\partial s_j = \partial(a_j + z_j)$ (keys $0..$`ds.len()`) becomes
+/// $\partial a_j$ in place, from the row's gates, counts and $T$ `[P]` of
+/// [`add_positions_row`]; $\partial T$ is added to `dt [P]` (the module's formulas).
+#[inline]
+pub(super) fn position_grad_row(
+    ds: &mut [f32],
+    (gates, counts): (&[f32], &[f32]),
+    t: &[f32],
+    dt: &mut [f32],
+) {
+    let top = (t.len() - 1) as f32;
+    // sum_{j <= t} dp_j, running
+    let mut dg = 0.0f32;
+    for ((ds, &g), &r) in ds.iter_mut().zip(gates).zip(counts) {
+        let (low, high, w) = interpolation(r, top);
+        let d = *ds;
+        dt[low] += d * (1.0 - w);
+        dt[high] += d * w;
+        if r <= top {
+            dg += d * (t[high] - t[low]);
+        }
+        *ds = d + dg * g * (1.0 - g);
+    }
+}
