@@ -64,6 +64,7 @@ pub mod prelude {
 mod binary;
 mod buckets;
 mod check;
+mod claims;
 mod display;
 mod figures;
 mod golden;
@@ -84,6 +85,9 @@ pub use ::serde_json;
 pub use binary::{posenc_binary, run_posenc};
 pub use buckets::bucket_ranges;
 pub use check::{check, check_that, max_err, randn, try_check, CheckFailed};
+pub use claims::{
+    append_changes, claim_schemes, last_query_entropy, max_err_finite, shift_table, ClaimScheme,
+};
 pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,
     PLOTLY_JSON_MIME,
