@@ -7,12 +7,13 @@
 //! - [`append_changes`]: claim 2 (a), the largest change of the first tokens' logits when
 //!   more tokens follow them;
 //! - [`last_query_entropy`]: claim 2 (b), the entropy of one query's attention over more and
-//!   more keys.
+//!   more keys, and [`entropy_curves`] of it for six schemes.
 
 use ndarray::{concatenate, s, Array2, ArrayView2, Axis};
-use polars::prelude::{Column, DataFrame, NamedFrom, Series};
+use polars::prelude::{DataFrame, NamedFrom, Series};
 
 use super::check::randn;
+use super::results::frame;
 use crate::attention::{attention, PositionScheme};
 use crate::encodings::alibi::Alibi;
 use crate::encodings::deberta::DebertaRelative;
@@ -271,9 +272,62 @@ pub fn last_query_entropy(
     Ok(attention_entropy(out.probs.view())?[0])
 }
 
-/// The columns as a DataFrame.
-fn frame(columns: Vec<Column>) -> Result<DataFrame> {
-    DataFrame::new_infer_height(columns).map_err(|e| Error::Io(e.to_string()))
+/// Claim 2 (b) for NoPE, RoPE, T5's bias (32 buckets, maximum distance 128), Kerple (log,
+/// $r_1 = 1$, $r_2 = 0.5$) and ALiBi with slopes $1/16$ and $1/256$: the entropy
+/// ([`last_query_entropy`]) of one random query of width `d` over the last $n$ of
+/// $\max n$ random keys, for each $n$ of `lengths`, as `(scheme, entropies)`.
+///
+/// # Errors
+/// An empty `lengths`, a length of 0, or an encoding that rejects `d`.
+///
+/// # Examples
+/// ```
+/// use posenc::notebook::prelude::*;
+/// let curves = entropy_curves(16, &[8, 64])?;
+/// assert_eq!(curves.len(), 6);
+/// // no position term: the entropy is at most ln n
+/// assert!(curves[0].1[1] <= 64f64.ln() + 1e-9);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn entropy_curves(d: usize, lengths: &[usize]) -> Result<Vec<(String, Vec<f64>)>> {
+    let most = lengths.iter().copied().max().unwrap_or(0);
+    ensure(
+        most > 0,
+        "lengths",
+        format!("{lengths:?}"),
+        "one or more positive key counts",
+    )?;
+    let (q, keys) = (randn(1, d, 40), randn(most, d, 41));
+    let schemes: Vec<(&str, Box<dyn PositionScheme>)> = vec![
+        ("NoPE", Box::new(NoPe)),
+        (
+            "RoPE",
+            Box::new(Rope::new(RopeConfig::new(d, 10_000.0)?, RopeLayout::Half)),
+        ),
+        ("T5 bias", Box::new(T5Bias::new(32, 128, false, 1, 4)?)),
+        (
+            "Kerple (log, r1 = 1, r2 = 0.5)",
+            Box::new(Kerple::new(KerpleKind::Log, vec![1.0], vec![0.5])?),
+        ),
+        (
+            "ALiBi, m = 1/16",
+            Box::new(Alibi::from_slopes(vec![1.0 / 16.0])?),
+        ),
+        (
+            "ALiBi, m = 1/256",
+            Box::new(Alibi::from_slopes(vec![1.0 / 256.0])?),
+        ),
+    ];
+    schemes
+        .into_iter()
+        .map(|(name, scheme)| {
+            let e = lengths
+                .iter()
+                .map(|&n| last_query_entropy(scheme.as_ref(), &q, &keys, n))
+                .collect::<Result<Vec<f64>>>()?;
+            Ok((name.to_string(), e))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -73,6 +73,7 @@ mod relative;
 pub mod results;
 mod schemes;
 mod table;
+mod trained_claims;
 mod wavelengths;
 
 pub use ::ndarray;
@@ -86,7 +87,8 @@ pub use binary::{posenc_binary, run_posenc};
 pub use buckets::bucket_ranges;
 pub use check::{check, check_that, max_err, randn, try_check, CheckFailed};
 pub use claims::{
-    append_changes, claim_schemes, last_query_entropy, max_err_finite, shift_table, ClaimScheme,
+    append_changes, claim_schemes, entropy_curves, last_query_entropy, max_err_finite, shift_table,
+    ClaimScheme,
 };
 pub use display::{
     evcxr_block, figure_html, plotly_js, show, Figure, Html, NotebookDisplay, Show,
@@ -104,4 +106,5 @@ pub use relative::{
 };
 pub use schemes::{scheme_summary, sign_conventions, SUMMARY_CONFIG};
 pub use table::{df_to_html, df_to_html_with, TableOptions};
+pub use trained_claims::{capped_answer, changes_frame, keeps_frame, pairs_frame, relative_answer};
 pub use wavelengths::wavelengths;

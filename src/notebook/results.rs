@@ -17,7 +17,8 @@ fn io(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Io(format!("{}: {e}", path.display()))
 }
 
-fn frame(columns: Vec<Column>) -> Result<DataFrame> {
+/// The columns as a DataFrame.
+pub(crate) fn frame(columns: Vec<Column>) -> Result<DataFrame> {
     DataFrame::new_infer_height(columns).map_err(|e| Error::Io(e.to_string()))
 }
 

@@ -3,6 +3,7 @@
 //! what each one changes, learns and does past the distances it was trained on
 //! ([`scheme_summary`], with parameter counts read off the crate's objects).
 
+use super::results::frame;
 use ndarray::{array, Array2};
 use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 
@@ -21,7 +22,7 @@ use crate::encodings::t5::{T5Bias, T5Buckets};
 use crate::encodings::tupe::Tupe;
 use crate::encodings::xl::{TransformerXl, XlDirection};
 use crate::error::invalid;
-use crate::{Error, Result};
+use crate::Result;
 
 /// The query and key of the sign table: a key two positions before its query.
 const QUERY: usize = 5;
@@ -436,11 +437,6 @@ pub fn scheme_summary() -> Result<DataFrame> {
 /// A text column.
 fn text<'a>(name: &str, values: impl Iterator<Item = &'a str>) -> Column {
     Series::new(name.into(), values.collect::<Vec<&str>>()).into()
-}
-
-/// The columns as a DataFrame.
-fn frame(columns: Vec<Column>) -> Result<DataFrame> {
-    DataFrame::new_infer_height(columns).map_err(|e| Error::Io(e.to_string()))
 }
 
 #[cfg(test)]

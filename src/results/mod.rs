@@ -22,6 +22,7 @@
 //! ```
 
 pub mod curves;
+pub mod families;
 pub mod files;
 pub mod inference;
 pub mod markdown;
@@ -34,6 +35,10 @@ pub mod table;
 
 pub use curves::{
     curve_summaries, plateaus, seed_curves, CurvePoint, Plateau, SeedCurve, PLATEAU_GAIN,
+};
+pub use families::{
+    capped_keep_their_loss, family, relative_against_absolute, scheme_changes, Family, KeepTest,
+    Keeps, PairTest, Relation, SchemeChange, KEEPS,
 };
 pub use files::{
     read_curves, read_per_position, read_results, read_results_dir, read_windows_dir, CURVES_FILE,

@@ -1,0 +1,270 @@
+//! Notebook 10's two questions to the trained models ([`crate::results::families`]) as
+//! DataFrames and as the sentences the verdicts carry.
+
+use polars::prelude::{DataFrame, NamedFrom, Series};
+
+use super::results::frame;
+use crate::results::{KeepTest, Keeps, PairTest, Relation, SchemeChange, Tested, Verdict};
+use crate::Result;
+
+/// A verdict in words: `below` or `above` for the two directions, `not detected`, or `one
+/// seed` without a test.
+fn verdict_words(tested: &Tested, below: &str, above: &str) -> String {
+    match tested.verdict() {
+        Some(Verdict::Below) => below.into(),
+        Some(Verdict::Above) => above.into(),
+        Some(Verdict::NotDetected) => "not detected".into(),
+        None => "one seed".into(),
+    }
+}
+
+/// The name of a [`Relation`].
+fn relation_name(relation: Relation) -> &'static str {
+    match relation {
+        Relation::Absolute => "absolute",
+        Relation::Relative => "relative",
+        Relation::Neither => "neither",
+    }
+}
+
+/// The models trained from scratch ([`crate::results::scheme_changes`]), one row each:
+/// `model`, `family`, `relation`, `capped`, `seeds`, `change` (from the windows, nats/byte),
+/// `change from the rows`, `se seeds`, `p Holm` (NaN with one seed) and `verdict` (`rises`,
+/// `falls`, `not detected`, `one seed`).
+///
+/// # Errors
+/// [`crate::Error::Io`] if polars refuses the columns.
+pub fn changes_frame(changes: &[SchemeChange]) -> Result<DataFrame> {
+    let text = |f: &dyn Fn(&SchemeChange) -> String| changes.iter().map(f).collect::<Vec<_>>();
+    let number = |f: &dyn Fn(&SchemeChange) -> f64| changes.iter().map(f).collect::<Vec<_>>();
+    frame(vec![
+        Series::new("model".into(), text(&|c| c.model.label())).into(),
+        Series::new("family".into(), text(&|c| c.family.name.into())).into(),
+        Series::new(
+            "relation".into(),
+            text(&|c| relation_name(c.family.relation).into()),
+        )
+        .into(),
+        Series::new(
+            "capped".into(),
+            changes.iter().map(|c| c.family.capped).collect::<Vec<_>>(),
+        )
+        .into(),
+        Series::new(
+            "seeds".into(),
+            changes
+                .iter()
+                .map(|c| c.change.comparison.n_seeds as u64)
+                .collect::<Vec<_>>(),
+        )
+        .into(),
+        Series::new("change".into(), number(&|c| c.change.comparison.mean)).into(),
+        Series::new("change from the rows".into(), number(&|c| c.change_rows)).into(),
+        Series::new("se seeds".into(), number(&|c| c.change.comparison.se_seeds)).into(),
+        Series::new(
+            "p Holm".into(),
+            number(&|c| c.change.p_holm.unwrap_or(f64::NAN)),
+        )
+        .into(),
+        Series::new(
+            "verdict".into(),
+            text(&|c| verdict_words(&c.change, "falls", "rises")),
+        )
+        .into(),
+    ])
+}
+
+/// Question 1, one row per pair ([`crate::results::relative_against_absolute`]): `relative`,
+/// `absolute`, `change r − change a` (nats/byte), `se seeds`, `p Holm` (NaN with one seed)
+/// and `verdict` (`relative changes less`, `relative changes more`, `not detected`, `one
+/// seed`).
+///
+/// # Errors
+/// [`crate::Error::Io`] if polars refuses the columns.
+pub fn pairs_frame(pairs: &[PairTest]) -> Result<DataFrame> {
+    let text = |f: &dyn Fn(&PairTest) -> String| pairs.iter().map(f).collect::<Vec<_>>();
+    let number = |f: &dyn Fn(&PairTest) -> f64| pairs.iter().map(f).collect::<Vec<_>>();
+    frame(vec![
+        Series::new("relative".into(), text(&|p| p.relative.label())).into(),
+        Series::new("absolute".into(), text(&|p| p.absolute.label())).into(),
+        Series::new(
+            "change r − change a".into(),
+            number(&|p| p.tested.comparison.mean),
+        )
+        .into(),
+        Series::new("se seeds".into(), number(&|p| p.tested.comparison.se_seeds)).into(),
+        Series::new(
+            "p Holm".into(),
+            number(&|p| p.tested.p_holm.unwrap_or(f64::NAN)),
+        )
+        .into(),
+        Series::new(
+            "verdict".into(),
+            text(&|p| verdict_words(&p.tested, "relative changes less", "relative changes more")),
+        )
+        .into(),
+    ])
+}
+
+/// The words of a [`Keeps`] verdict.
+fn keeps_words(test: &KeepTest) -> &'static str {
+    match test.verdict() {
+        Some(Keeps::Within) => "keeps its loss",
+        Some(Keeps::Beyond) => "does not keep its loss",
+        Some(Keeps::Undecided) => "undecided",
+        None => "one seed",
+    }
+}
+
+/// Question 2, one row per capped model ([`crate::results::capped_keep_their_loss`]):
+/// `model`, `change` (nats/byte), `se seeds`, `p within`, `p beyond` (Holm-adjusted, NaN with
+/// one seed) and `verdict` (`keeps its loss`, `does not keep its loss`, `undecided`, `one
+/// seed`).
+///
+/// # Errors
+/// [`crate::Error::Io`] if polars refuses the columns.
+pub fn keeps_frame(tests: &[KeepTest]) -> Result<DataFrame> {
+    let number = |f: &dyn Fn(&KeepTest) -> f64| tests.iter().map(f).collect::<Vec<_>>();
+    frame(vec![
+        Series::new(
+            "model".into(),
+            tests.iter().map(|t| t.model.label()).collect::<Vec<_>>(),
+        )
+        .into(),
+        Series::new("change".into(), number(&|t| t.change.mean)).into(),
+        Series::new("se seeds".into(), number(&|t| t.change.se_seeds)).into(),
+        Series::new(
+            "p within".into(),
+            number(&|t| t.p_within.unwrap_or(f64::NAN)),
+        )
+        .into(),
+        Series::new(
+            "p beyond".into(),
+            number(&|t| t.p_beyond.unwrap_or(f64::NAN)),
+        )
+        .into(),
+        Series::new(
+            "verdict".into(),
+            tests.iter().map(keeps_words).collect::<Vec<_>>(),
+        )
+        .into(),
+    ])
+}
+
+/// The answer to question 1 that the verdicts carry: yes only when every pair was tested and
+/// every relative model changes less than every absolute one; no when some relative model
+/// changes more than some absolute one; otherwise how many pairs are shown either way.
+pub fn relative_answer(pairs: &[PairTest]) -> String {
+    let count = |v: Verdict| {
+        pairs
+            .iter()
+            .filter(|p| p.tested.verdict() == Some(v))
+            .count()
+    };
+    let (less, more) = (count(Verdict::Below), count(Verdict::Above));
+    let untested = pairs.iter().filter(|p| p.tested.p_holm.is_none()).count();
+    let n = pairs.len();
+    if n == 0 {
+        "no relative and absolute models to compare yet".into()
+    } else if untested > 0 {
+        format!("{untested} of {n} pairs have one seed: no verdict for them")
+    } else if less == n {
+        format!("yes in this table: in all {n} pairs the relative model changes less")
+    } else if more > 0 {
+        format!("no: in {more} of {n} pairs the relative model changes more than the absolute one")
+    } else {
+        format!(
+            "not shown: the relative model changes less in {less} of {n} pairs, \
+             no difference is detected in the other {}",
+            n - less
+        )
+    }
+}
+
+/// The answer to question 2 that the verdicts carry: which capped models keep their loss,
+/// which do not, which are undecided or have one seed.
+pub fn capped_answer(tests: &[KeepTest]) -> String {
+    let named = |words: &str| {
+        let names: Vec<String> = tests
+            .iter()
+            .filter(|t| keeps_words(t) == words)
+            .map(|t| t.model.label())
+            .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let beyond = tests.iter().any(|t| t.verdict() == Some(Keeps::Beyond));
+    format!(
+        "keep their loss: {}; do not: {}; undecided: {}; one seed: {}{}",
+        named("keeps its loss"),
+        named("does not keep its loss"),
+        named("undecided"),
+        named("one seed"),
+        if beyond {
+            " (so being capped is not enough)"
+        } else {
+            ""
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notebook::results::{column_f64, column_str};
+    use crate::results::{
+        capped_keep_their_loss, relative_against_absolute, scheme_changes, Mode, ResultsTable,
+        KEEPS,
+    };
+
+    /// The shipped results: every frame has a row per model or pair, the change from the
+    /// windows equals the change from the rows, and the answers name what the frames show.
+    #[test]
+    fn frames_and_answers_of_the_shipped_results() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/results");
+        let (rows, windows) = crate::results::read_results_dir(&dir).unwrap();
+        let windows = windows.unwrap();
+        let table = ResultsTable::new(&rows, Some(&windows), Mode::Nonoverlap).unwrap();
+        let changes = scheme_changes(&table).unwrap();
+        let df = changes_frame(&changes).unwrap();
+        assert_eq!(df.height(), changes.len());
+        let (a, b) = (
+            column_f64(&df, "change").unwrap(),
+            column_f64(&df, "change from the rows").unwrap(),
+        );
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-9));
+        let pairs = relative_against_absolute(&table, &changes, &windows).unwrap();
+        let df = pairs_frame(&pairs).unwrap();
+        assert_eq!(df.height(), pairs.len());
+        let verdicts = column_str(&df, "verdict").unwrap();
+        let less = verdicts
+            .iter()
+            .filter(|v| *v == "relative changes less")
+            .count();
+        let answer = relative_answer(&pairs);
+        assert_eq!(answer.starts_with("yes"), less == pairs.len(), "{answer}");
+        let keeps = capped_keep_their_loss(&changes, KEEPS).unwrap();
+        let df = keeps_frame(&keeps).unwrap();
+        let answer = capped_answer(&keeps);
+        for (model, verdict) in column_str(&df, "model")
+            .unwrap()
+            .iter()
+            .zip(column_str(&df, "verdict").unwrap())
+        {
+            assert!(
+                answer.contains(model.as_str()),
+                "{answer} lacks {model} ({verdict})"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_inputs_say_so() {
+        assert!(relative_answer(&[]).starts_with("no relative"));
+        assert!(capped_answer(&[]).contains("keep their loss: none"));
+        assert_eq!(changes_frame(&[]).unwrap().height(), 0);
+    }
+}
