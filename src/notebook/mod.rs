@@ -106,5 +106,8 @@ pub use relative::{
 };
 pub use schemes::{scheme_summary, sign_conventions, SUMMARY_CONFIG};
 pub use table::{df_to_html, df_to_html_with, TableOptions};
-pub use trained_claims::{capped_answer, changes_frame, keeps_frame, pairs_frame, relative_answer};
+pub use trained_claims::{
+    capped_answer, changes_frame, keeps_frame, pairs_frame, relative_answer, rope_answer,
+    rope_methods_frame,
+};
 pub use wavelengths::wavelengths;

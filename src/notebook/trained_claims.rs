@@ -1,10 +1,13 @@
 //! Notebook 10's two questions to the trained models ([`crate::results::families`]) as
-//! DataFrames and as the sentences the verdicts carry.
+//! DataFrames and as the sentences the verdicts carry, and what the RoPE methods change
+//! ([`crate::results::rope_methods`]).
 
 use polars::prelude::{DataFrame, NamedFrom, Series};
 
 use super::results::frame;
-use crate::results::{KeepTest, Keeps, PairTest, Relation, SchemeChange, Tested, Verdict};
+use crate::results::{
+    KeepTest, Keeps, PairTest, Relation, RopeMethod, SchemeChange, Tested, Verdict,
+};
 use crate::Result;
 
 /// A verdict in words: `below` or `above` for the two directions, `not detected`, or `one
@@ -211,6 +214,86 @@ pub fn capped_answer(tests: &[KeepTest]) -> String {
     )
 }
 
+/// The RoPE methods ([`crate::results::rope_methods`]), one row each: `method`, `seeds`,
+/// `change` (nats/byte), `change verdict` (`rises`, `falls`, `not detected`, `one seed`),
+/// `change − RoPE's`, `se seeds` and `p Holm` of that contrast (NaN with one seed), and
+/// `against RoPE` (`rises less`, `rises more`, `not detected`, `one seed`).
+///
+/// # Errors
+/// [`crate::Error::Io`] if polars refuses the columns.
+pub fn rope_methods_frame(methods: &[RopeMethod]) -> Result<DataFrame> {
+    let number = |f: &dyn Fn(&RopeMethod) -> f64| methods.iter().map(f).collect::<Vec<_>>();
+    let text = |f: &dyn Fn(&RopeMethod) -> String| methods.iter().map(f).collect::<Vec<_>>();
+    frame(vec![
+        Series::new("method".into(), text(&|m| m.model.label())).into(),
+        Series::new(
+            "seeds".into(),
+            methods
+                .iter()
+                .map(|m| m.change.comparison.n_seeds as u64)
+                .collect::<Vec<_>>(),
+        )
+        .into(),
+        Series::new("change".into(), number(&|m| m.change.comparison.mean)).into(),
+        Series::new(
+            "change verdict".into(),
+            text(&|m| verdict_words(&m.change, "falls", "rises")),
+        )
+        .into(),
+        Series::new(
+            "change − RoPE's".into(),
+            number(&|m| m.vs_rope.comparison.mean),
+        )
+        .into(),
+        Series::new(
+            "se seeds".into(),
+            number(&|m| m.vs_rope.comparison.se_seeds),
+        )
+        .into(),
+        Series::new(
+            "p Holm".into(),
+            number(&|m| m.vs_rope.p_holm.unwrap_or(f64::NAN)),
+        )
+        .into(),
+        Series::new(
+            "against RoPE".into(),
+            text(&|m| verdict_words(&m.vs_rope, "rises less", "rises more")),
+        )
+        .into(),
+    ])
+}
+
+/// The answer the verdicts carry to *what do the RoPE methods do about RoPE's rise*: the
+/// methods whose change is shown smaller than plain RoPE's, larger, neither, or untested (one
+/// seed); and of the first, those whose own change is not shown to rise either.
+pub fn rope_answer(methods: &[RopeMethod]) -> String {
+    let named = |pick: &dyn Fn(&RopeMethod) -> bool| {
+        let names: Vec<String> = methods
+            .iter()
+            .filter(|m| pick(m))
+            .map(|m| m.model.label())
+            .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let against = |v: Option<Verdict>| move |m: &RopeMethod| m.vs_rope.verdict() == v;
+    format!(
+        "rise less than plain RoPE: {}; of those, no rise detected at all: {}; rise more: {}; \
+         no difference detected: {}; one seed, untested: {}",
+        named(&against(Some(Verdict::Below))),
+        named(&|m| {
+            m.vs_rope.verdict() == Some(Verdict::Below)
+                && m.change.verdict() != Some(Verdict::Above)
+        }),
+        named(&against(Some(Verdict::Above))),
+        named(&against(Some(Verdict::NotDetected))),
+        named(&against(None)),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +341,23 @@ mod tests {
                 answer.contains(model.as_str()),
                 "{answer} lacks {model} ({verdict})"
             );
+        }
+    }
+
+    /// The shipped results' RoPE methods: a row each, and every one named in the answer.
+    #[test]
+    fn rope_methods_of_the_shipped_results() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/results");
+        let (rows, windows) = crate::results::read_results_dir(&dir).unwrap();
+        let windows = windows.unwrap();
+        let table = ResultsTable::new(&rows, Some(&windows), Mode::Nonoverlap).unwrap();
+        let methods = crate::results::rope_methods(&table, &windows).unwrap();
+        assert!(methods.len() >= 4);
+        let df = rope_methods_frame(&methods).unwrap();
+        assert_eq!(df.height(), methods.len());
+        let answer = rope_answer(&methods);
+        for m in column_str(&df, "method").unwrap() {
+            assert!(answer.contains(m.as_str()), "{answer} lacks {m}");
         }
     }
 

@@ -5,7 +5,8 @@
 //! a $t$ test over seeds with [`student`]'s distribution, Holm's correction, a bootstrap over
 //! the text), curves over seeds and the plateau of each run ([`curves`]), the one results
 //! table ([`table`]) and its markdown ([`markdown`], `posenc report`), and the setup of a
-//! sweep read back from its checkpoints ([`setup`]).
+//! sweep read back from its checkpoints ([`setup`]); the source notes' claims asked of the
+//! trained models ([`families`]) and what the RoPE methods change ([`rope_methods`]).
 //!
 //! The notebooks render the same table and curves as DataFrames and figures
 //! (`posenc::notebook::results`, feature `notebook`); `posenc eval` and `posenc sweep`
@@ -27,6 +28,7 @@ pub mod files;
 pub mod inference;
 pub mod markdown;
 pub mod paired;
+pub mod rope_methods;
 pub mod rows;
 pub mod setup;
 pub mod stats;
@@ -52,6 +54,7 @@ pub use markdown::{
     plateau_markdown, primary_mode, report, results_markdown, table_markdown, DEFAULT_REFERENCE,
 };
 pub use paired::{matched_segments, paired_difference, PairedDifference, WindowKey};
+pub use rope_methods::{rope_methods, RopeMethod};
 pub use rows::{
     with_seed_count, CurveRow, Mode, ModelKey, PositionRow, ResultRow, Scheme, WindowRow, BASE,
 };
