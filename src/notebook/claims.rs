@@ -333,7 +333,7 @@ pub fn entropy_curves(d: usize, lengths: &[usize]) -> Result<Vec<(String, Vec<f6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notebook::results::column_f64;
+    use crate::notebook::results::{column_bool, column_f64};
 
     /// The relative schemes with fixed parameters are shift invariant and the others are not:
     /// the absolute ones, TUPE's untied term, dynamic NTK (the length changed too) and FIRE
@@ -343,23 +343,12 @@ mod tests {
         let table = shift_table(32, 32, 300).unwrap();
         assert_eq!(table.height(), 14);
         let names = table.column("scheme").unwrap().str().unwrap().clone();
-        let relative = table
-            .column("relative by design")
-            .unwrap()
-            .bool()
-            .unwrap()
-            .clone();
-        let invariant = table
-            .column("shift invariant")
-            .unwrap()
-            .bool()
-            .unwrap()
-            .clone();
+        let relative = column_bool(&table, "relative by design").unwrap();
+        let invariant = column_bool(&table, "shift invariant").unwrap();
         for i in 0..table.height() {
             let name = names.get(i).unwrap();
-            let expected =
-                relative.get(i).unwrap() && !name.contains("dynamic") && !name.contains("FIRE");
-            assert_eq!(invariant.get(i).unwrap(), expected, "{name}");
+            let expected = relative[i] && !name.contains("dynamic") && !name.contains("FIRE");
+            assert_eq!(invariant[i], expected, "{name}");
         }
         let changes = column_f64(&table, "largest change of a logit after the shift").unwrap();
         assert!(changes.iter().all(|c| c.is_finite() && *c >= 0.0));

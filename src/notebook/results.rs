@@ -3,7 +3,7 @@
 //! results table as a DataFrame ([`table_frame`], the same cells as the README's markdown),
 //! the validation curves over seeds ([`curves_frame`]), the setup read back from the
 //! checkpoints ([`setup_frame`]), and any CSV file as a DataFrame
-//! ([`read_csv`], [`column_f64`], [`column_str`]) for the exports the binary writes.
+//! ([`read_csv`], [`column_f64`], [`column_str`], [`column_bool`]) for the exports the binary writes.
 
 use std::path::Path;
 
@@ -72,6 +72,23 @@ pub fn column_str(df: &DataFrame, name: &str) -> Result<Vec<String>> {
         .iter()
         .map(|v| v.unwrap_or_default().to_string())
         .collect())
+}
+
+/// The column `name` of `df` as booleans.
+///
+/// # Errors
+/// [`Error::Io`] naming the column when it is missing, not boolean or has a missing value.
+pub fn column_bool(df: &DataFrame, name: &str) -> Result<Vec<bool>> {
+    let column = df
+        .column(name)
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    let values = column
+        .bool()
+        .map_err(|e| Error::Io(format!("column {name}: {e}")))?;
+    values
+        .iter()
+        .map(|v| v.ok_or_else(|| Error::Io(format!("column {name}: a missing value"))))
+        .collect()
 }
 
 /// The results table as a DataFrame: a text column per [`ResultsTable::header`] entry,

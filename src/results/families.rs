@@ -1,7 +1,7 @@
 //! The source notes' answer to *why do relative encodings extrapolate?* (seed 003), asked of
 //! the trained models of a [`ResultsTable`]. Notebook 10 checks its five claims on the
 //! position math; two sharper questions need trained models, and each answer here is a set of
-//! tests on paired windows ([`compare`]) with a verdict only where the seeds carry it:
+//! tests on paired windows ([`super::inference::compare`]) with a verdict only where the seeds carry it:
 //!
 //! 1. **Is being relative enough?** For every relative scheme $r$ and absolute scheme $a$
 //!    ([`Relation`]), the difference of their changes from the table's shortest length to its
@@ -17,8 +17,7 @@
 //!    $p_\text{beyond} = 1 - F_\nu((|\bar D| - \delta)/\mathrm{se})$; both $p$ of every capped
 //!    scheme form one Holm family.
 
-use super::inference::{compare, holm, Comparison, Tested, ALPHA};
-use super::paired::WindowKey;
+use super::inference::{difference_of_changes, holm, holm_family, Comparison, Tested, ALPHA};
 use super::rows::{ModelKey, Scheme, WindowRow};
 use super::student::t_cdf;
 use super::table::ResultsTable;
@@ -137,40 +136,32 @@ pub struct PairTest {
 /// in the table's mode between its shortest and longest length.
 ///
 /// # Errors
-/// As [`compare`] and [`holm`].
+/// As [`difference_of_changes`] and [`holm`].
 pub fn relative_against_absolute(
     table: &ResultsTable,
     changes: &[SchemeChange],
     windows: &[WindowRow],
 ) -> Result<Vec<PairTest>> {
-    let (shortest, longest) = table.span();
     let of = |relation| {
         changes
             .iter()
             .filter(move |c| c.family.relation == relation)
     };
-    let mut pairs = Vec::new();
+    let (mut models, mut comparisons) = (Vec::new(), Vec::new());
     for r in of(Relation::Relative) {
         for a in of(Relation::Absolute) {
-            let keys = [
-                WindowKey::of(&r.model, table.mode, longest),
-                WindowKey::of(&r.model, table.mode, shortest),
-                WindowKey::of(&a.model, table.mode, longest),
-                WindowKey::of(&a.model, table.mode, shortest),
-            ];
-            let terms: Vec<(f64, &WindowKey)> =
-                [1.0, -1.0, -1.0, 1.0].into_iter().zip(&keys).collect();
-            pairs.push((r.model.clone(), a.model.clone(), compare(windows, &terms)?));
+            let d = difference_of_changes(windows, table.mode, &r.model, &a.model, table.span())?;
+            comparisons.push(d);
+            models.push((r.model.clone(), a.model.clone()));
         }
     }
-    let adjusted = holm(&pairs.iter().map(|p| p.2.p).collect::<Vec<_>>())?;
-    Ok(pairs
+    Ok(models
         .into_iter()
-        .zip(adjusted)
-        .map(|((relative, absolute, comparison), p_holm)| PairTest {
+        .zip(holm_family(comparisons)?)
+        .map(|((relative, absolute), tested)| PairTest {
             relative,
             absolute,
-            tested: Tested { comparison, p_holm },
+            tested,
         })
         .collect())
 }
@@ -265,7 +256,7 @@ pub fn capped_keep_their_loss(changes: &[SchemeChange], margin: f64) -> Result<V
 mod tests {
     use super::*;
     use crate::results::inference::Verdict;
-    use crate::results::paired::window;
+    use crate::results::paired::{window, WindowKey};
     use crate::results::rows::{Mode, ResultRow};
 
     /// Rows and windows of base models at 128 and 2048 bytes: model `scheme`, seed `s`,

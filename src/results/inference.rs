@@ -22,7 +22,7 @@
 use serde::Serialize;
 
 use super::paired::{align, weighted_mean, WindowKey};
-use super::rows::WindowRow;
+use super::rows::{Mode, ModelKey, WindowRow};
 use super::stats::mean_and_sd;
 use super::student::{t_quantile, two_sided_p};
 use crate::error::{ensure, invalid};
@@ -307,6 +307,53 @@ pub fn holm_critical_t(m: usize, df: usize, alpha: f64) -> Result<Vec<f64>> {
     (1..=m)
         .map(|i| t_quantile(1.0 - alpha / (2.0 * (m - i + 1) as f64), df))
         .collect()
+}
+
+/// The terms of a model's change from `shortest` to `longest` in `mode`,
+/// $\Delta_m = x_{m, L_{max}} - x_{m, L_{min}}$, times `sign`.
+pub(crate) fn change_terms(
+    model: &ModelKey,
+    mode: Mode,
+    (shortest, longest): (usize, usize),
+    sign: f64,
+) -> [(f64, WindowKey); 2] {
+    [
+        (sign, WindowKey::of(model, mode, longest)),
+        (-sign, WindowKey::of(model, mode, shortest)),
+    ]
+}
+
+/// The difference of two models' changes from `shortest` to `longest` in `mode`,
+/// $\Delta_a - \Delta_b$, on paired windows ([`compare`]).
+///
+/// # Errors
+/// As [`compare`].
+pub fn difference_of_changes(
+    windows: &[WindowRow],
+    mode: Mode,
+    a: &ModelKey,
+    b: &ModelKey,
+    span: (usize, usize),
+) -> Result<Comparison> {
+    let terms = [
+        change_terms(a, mode, span, 1.0),
+        change_terms(b, mode, span, -1.0),
+    ];
+    let refs: Vec<(f64, &WindowKey)> = terms.iter().flatten().map(|(c, k)| (*c, k)).collect();
+    compare(windows, &refs)
+}
+
+/// `comparisons` as one Holm family ([`holm`]), in their order.
+///
+/// # Errors
+/// As [`holm`].
+pub fn holm_family(comparisons: Vec<Comparison>) -> Result<Vec<Tested>> {
+    let adjusted = holm(&comparisons.iter().map(|c| c.p).collect::<Vec<_>>())?;
+    Ok(comparisons
+        .into_iter()
+        .zip(adjusted)
+        .map(|(comparison, p_holm)| Tested { comparison, p_holm })
+        .collect())
 }
 
 /// Which way a tested contrast goes ([`Tested::verdict`]).

@@ -47,8 +47,8 @@ pub use files::{
     PER_POSITION_DIR, RESULTS_FILE, WINDOWS_DIR,
 };
 pub use inference::{
-    bootstrap, compare, holm, holm_critical_t, BootstrapTerm, Comparison, Tested, TextUncertainty,
-    Verdict, ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
+    bootstrap, compare, difference_of_changes, holm, holm_critical_t, holm_family, BootstrapTerm,
+    Comparison, Tested, TextUncertainty, Verdict, ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
 };
 pub use markdown::{
     plateau_markdown, primary_mode, report, results_markdown, table_markdown, DEFAULT_REFERENCE,

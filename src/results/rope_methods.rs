@@ -1,15 +1,14 @@
 //! What is done about RoPE's extrapolation, asked of a results table: every model of the RoPE
 //! scheme other than RoPE as trained — a scaling or a ReRoPE-style method applied at inference
 //! (the variant names the method: `yarn`, `rerope`, ...) or a fine-tune (`ft-*`) — with two
-//! tests on paired windows ([`compare`]):
+//! tests on paired windows ([`super::inference::compare`]):
 //!
 //! - its change from the table's shortest length to its longest, $\Delta_m$, as the table
 //!   tests it (the table's Holm family);
 //! - the same change against plain RoPE's, $\Delta_m - \Delta_\text{rope}$, all methods one
 //!   Holm family: [`Verdict::Below`] means the method makes RoPE's loss rise less.
 
-use super::inference::{compare, holm, Tested};
-use super::paired::WindowKey;
+use super::inference::{difference_of_changes, holm_family, Tested};
 use super::rows::{ModelKey, Scheme, WindowRow};
 use super::table::ResultsTable;
 use crate::error::ensure;
@@ -30,7 +29,7 @@ pub struct RopeMethod {
 ///
 /// # Errors
 /// [`crate::Error::InvalidParameter`] for a table without the tested change or without plain
-/// RoPE; as [`compare`] and [`holm`].
+/// RoPE; as [`difference_of_changes`].
 pub fn rope_methods(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<RopeMethod>> {
     let rope = ModelKey::base(Scheme::Rope);
     ensure(
@@ -39,33 +38,25 @@ pub fn rope_methods(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<R
         table.mode.name(),
         "a table with its tested change and plain RoPE",
     )?;
-    let (shortest, longest) = table.span();
-    let key = |m: &ModelKey, len| WindowKey::of(m, table.mode, len);
-    let mut found = Vec::new();
+    let (mut models, mut comparisons) = (Vec::new(), Vec::new());
     for row in table
         .rows
         .iter()
         .filter(|r| r.model.scheme == Scheme::Rope && !r.model.is_base())
     {
-        let keys = [
-            key(&row.model, longest),
-            key(&row.model, shortest),
-            key(&rope, longest),
-            key(&rope, shortest),
-        ];
-        let terms: Vec<(f64, &WindowKey)> = [1.0, -1.0, -1.0, 1.0].into_iter().zip(&keys).collect();
         if let Some(change) = row.change.clone() {
-            found.push((row.model.clone(), change, compare(windows, &terms)?));
+            let d = difference_of_changes(windows, table.mode, &row.model, &rope, table.span())?;
+            comparisons.push(d);
+            models.push((row.model.clone(), change));
         }
     }
-    let adjusted = holm(&found.iter().map(|f| f.2.p).collect::<Vec<_>>())?;
-    Ok(found
+    Ok(models
         .into_iter()
-        .zip(adjusted)
-        .map(|((model, change, comparison), p_holm)| RopeMethod {
+        .zip(holm_family(comparisons)?)
+        .map(|((model, change), vs_rope)| RopeMethod {
             model,
             change,
-            vs_rope: Tested { comparison, p_holm },
+            vs_rope,
         })
         .collect())
 }
@@ -74,7 +65,7 @@ pub fn rope_methods(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<R
 mod tests {
     use super::*;
     use crate::results::inference::Verdict;
-    use crate::results::paired::window;
+    use crate::results::paired::{window, WindowKey};
     use crate::results::rows::{Mode, ResultRow};
 
     /// Plain RoPE rises by 1 + seed/100, `rope/yarn` by 0.1 + seed/100, `rope/ntk` by

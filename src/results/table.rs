@@ -16,7 +16,7 @@
 //! Holm family ([`super::inference::holm`]). Without windows the rows keep the order in which
 //! the models first appear in the rows.
 
-use super::inference::{compare, holm, Tested, Verdict};
+use super::inference::{change_terms, compare, difference_of_changes, holm, Tested, Verdict};
 use super::paired::WindowKey;
 use super::rows::{Mode, ModelKey, ResultRow, WindowRow};
 use super::stats::{seed_summaries, SeedSummary};
@@ -136,12 +136,6 @@ impl ResultsTable {
         // the model itself was trained at.
         let (shortest, longest) = (lengths[0], lengths[lengths.len() - 1]);
         let windows = windows.filter(|_| mode.pairs_across_lengths());
-        let change_terms = |m: &ModelKey| {
-            [
-                (1.0, WindowKey::of(m, mode, longest)),
-                (-1.0, WindowKey::of(m, mode, shortest)),
-            ]
-        };
         let mut table_rows = Vec::with_capacity(models.len());
         for model in models {
             let cells = cells_of(&summaries, &model, &lengths, mode)?;
@@ -167,17 +161,12 @@ impl ResultsTable {
             }
             let (mut change, mut vs_reference) = (None, None);
             if let Some(windows) = windows {
-                let own = change_terms(&model);
+                let span = (shortest, longest);
+                let own = change_terms(&model, mode, span, 1.0);
                 let terms: Vec<(f64, &WindowKey)> = own.iter().map(|(c, k)| (*c, k)).collect();
                 change = Some(compare(windows, &terms)?);
                 if let Some(r) = reference.filter(|r| **r != model) {
-                    let theirs = change_terms(r);
-                    let both: Vec<(f64, &WindowKey)> = own
-                        .iter()
-                        .map(|(c, k)| (*c, k))
-                        .chain(theirs.iter().map(|(c, k)| (-c, k)))
-                        .collect();
-                    vs_reference = Some(compare(windows, &both)?);
+                    vs_reference = Some(difference_of_changes(windows, mode, &model, r, span)?);
                 }
             }
             let untested = |comparison| Tested {
