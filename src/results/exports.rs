@@ -48,6 +48,9 @@ pub struct AttentionRow {
     pub weight: f64,
 }
 
+/// One named curve of a figure: a name and a value per x.
+pub type NamedSeries = (String, Vec<f64>);
+
 /// Reads a T5 bias export.
 ///
 /// # Errors
@@ -71,7 +74,7 @@ pub fn read_attention(path: &Path) -> Result<Vec<AttentionRow>> {
 /// # Errors
 /// [`crate::Error::InvalidParameter`] for no row with a distance of at least 1, or a (layer,
 /// head) missing a distance.
-pub fn bias_by_distance(rows: &[BiasRow]) -> Result<(Vec<f64>, Vec<(String, Vec<f64>)>)> {
+pub fn bias_by_distance(rows: &[BiasRow]) -> Result<(Vec<f64>, Vec<NamedSeries>)> {
     let far = rows.iter().map(|r| -r.relative_position).max().unwrap_or(0);
     ensure(
         far >= 1,
@@ -109,7 +112,7 @@ pub fn bias_by_distance(rows: &[BiasRow]) -> Result<(Vec<f64>, Vec<(String, Vec<
 /// $\max_{h}\max_{d \ge d_0} |b_h(d) - b_h(d_0)|$ over the `series` of [`bias_by_distance`]:
 /// 0 when every head's bias is constant from distance `from` on; 0 when `from` is past the
 /// last distance.
-pub fn spread_from(series: &[(String, Vec<f64>)], from: usize) -> f64 {
+pub fn spread_from(series: &[NamedSeries], from: usize) -> f64 {
     series
         .iter()
         .filter_map(|(_, b)| {

@@ -52,7 +52,7 @@ pub use curves::{
 };
 pub use exports::{
     bias_by_distance, far_mass, last_layer_map, read_attention, read_t5_bias, row_sum_error,
-    spread_from, AttentionRow, BiasRow,
+    spread_from, AttentionRow, BiasRow, NamedSeries,
 };
 pub use files::{
     read_curves, read_per_position, read_results, read_results_dir, read_windows_dir, CURVES_FILE,
