@@ -2,8 +2,8 @@
 //! rendering of one typed result: the seeds present ([`seeds_frame`]), the RoPE scaling
 //! factors ([`factors_frame`]), the runs' plateau ([`plateau_frame`]), the validation curves
 //! as bands ([`validation_bands`]), a [`AtLength`] comparison ([`at_length_frame`]), where each
-//! model breaks ([`breaks_frame`]), a reproduction ([`reproduction_frame`]) and an attention
-//! map ([`attention_figure`]).
+//! model breaks ([`breaks_frame`]), a reproduction ([`reproduction_frame`]), how far back
+//! attention looks ([`far_mass_frame`]) and an attention map ([`attention_figure`]).
 
 use ndarray::Array2;
 use polars::prelude::{Column, DataFrame, NamedFrom, Series};
@@ -280,6 +280,37 @@ pub fn reproduction_frame(r: &Reproduction) -> Result<DataFrame> {
     ])
 }
 
+/// How far back each model's last query block looks: a row per `(model, map)` of `maps`
+/// with `scheme` and the attention mass on keys more than `back` blocks of `block` bytes back
+/// ([`crate::results::far_mass`]).
+///
+/// # Errors
+/// [`Error::Io`] if polars refuses the columns.
+pub fn far_mass_frame(
+    maps: &[(String, Array2<f64>)],
+    back: usize,
+    block: usize,
+) -> Result<DataFrame> {
+    let title = format!(
+        "attention of the last {block} queries on keys > {} bytes back (last layer, head mean)",
+        back * block
+    );
+    frame(vec![
+        Series::new(
+            "scheme".into(),
+            maps.iter().map(|m| m.0.clone()).collect::<Vec<_>>(),
+        )
+        .into(),
+        Series::new(
+            title.as_str().into(),
+            maps.iter()
+                .map(|m| crate::results::far_mass(&m.1, back))
+                .collect::<Vec<_>>(),
+        )
+        .into(),
+    ])
+}
+
 /// A pooled attention map (`[blocks, blocks]`, [`crate::results::last_layer_map`]) of
 /// `model` as a heatmap of $\log_{10}(A_{QK} + 10^{-6})$, blocks of `block` bytes.
 ///
@@ -392,6 +423,13 @@ mod tests {
         assert_eq!(reproduction_frame(&r).unwrap().height(), 1);
         let map = Array2::from_elem((2, 2), 0.5);
         assert!(attention_figure("rope", &map, 64, 32).is_ok());
+        // a 3-block map, last row 0.1, 0.5, 0.4: one block back leaves block 0
+        let mut causal = Array2::<f64>::zeros((3, 3));
+        causal.row_mut(2).assign(&ndarray::arr1(&[0.1, 0.5, 0.4]));
+        let far = far_mass_frame(&[("nope".into(), causal)], 1, 32).unwrap();
+        let name =
+            "attention of the last 32 queries on keys > 32 bytes back (last layer, head mean)";
+        assert!((column_f64(&far, name).unwrap()[0] - 0.1).abs() < 1e-12);
         assert!(text_frame(&["a".into()], &[vec!["x".into()]]).is_ok());
     }
 }

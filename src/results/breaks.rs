@@ -135,7 +135,10 @@ pub struct Break {
 pub fn break_point(curve: &PositionCurve, train_len: usize, delta: f64) -> Result<Break> {
     let bin = curve.bin;
     ensure(
-        bin > 0 && train_len.is_multiple_of(bin) && train_len / bin <= curve.loss.len(),
+        bin > 0
+            && train_len >= bin
+            && train_len.is_multiple_of(bin)
+            && train_len / bin <= curve.loss.len(),
         "bin",
         format!(
             "{bin} for training length {train_len} and {} bins",
@@ -220,5 +223,6 @@ mod tests {
         assert_eq!(break_point(&curve, 64, 2.0).unwrap().at, None);
         assert!(break_point(&curve, 40, 0.1).is_err());
         assert!(break_point(&curve, 256, 0.1).is_err());
+        assert!(break_point(&curve, 0, 0.1).is_err());
     }
 }
