@@ -11,8 +11,8 @@ use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 use super::display::Figure;
 use super::figures::{heatmap, BandSeries};
 use crate::results::{
-    seed_summaries, trained_enough, with_seed_count, AtLength, Break, CurvePoint, Mode, ModelKey,
-    Plateau, Reproduction, ResultRow,
+    seed_summaries, with_seed_count, AtLength, Break, CurvePoint, Mode, ModelKey, Plateau,
+    Reproduction, ResultRow,
 };
 use crate::{Error, Result};
 
@@ -113,8 +113,8 @@ pub fn factors_frame(rows: &[ResultRow], mode: Mode) -> Result<DataFrame> {
 }
 
 /// A row per run: `model`, `seed`, `final step`, `final validation loss (nats/byte)`,
-/// `80% point (step)`, `gained over the last 20% (nats/byte)` and `trained enough by`
-/// ([`trained_enough`]).
+/// `80% point (step)`, `gained over the last 20% (nats/byte)` and `on its plateau` (`yes`,
+/// `no`, or `–` without a validation point that early; [`Plateau::reached`]).
 ///
 /// # Errors
 /// [`Error::Io`] if polars refuses the columns.
@@ -155,10 +155,14 @@ pub fn plateau_frame(plateaus: &[Plateau]) -> Result<DataFrame> {
         )
         .into(),
         Series::new(
-            "trained enough by".into(),
+            "on its plateau".into(),
             plateaus
                 .iter()
-                .map(|p| trained_enough(p).name())
+                .map(|p| match p.reached() {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "–",
+                })
                 .collect::<Vec<_>>(),
         )
         .into(),

@@ -1,89 +1,10 @@
-//! Checks on a sweep's runs and rows that a reader of its results relies on: which seeds each
-//! model has ([`models_with_seeds`]), whether every run was trained far enough to compare
-//! ([`TrainedEnough`], [`trained_enough`]), and whether a fresh evaluation reproduces the rows
+//! Checks on a sweep's rows that a reader of its results relies on: which seeds each model has
+//! ([`models_with_seeds`]) and whether a fresh evaluation reproduces the rows
 //! ([`reproduction`]).
-//!
-//! A run is trained far enough when its final validation loss is at most
-//! [`MAX_FINAL_LOSS`] or it has reached its plateau (gained less than
-//! [`super::curves::PLATEAU_GAIN`] over its last 20 % of steps, [`Plateau::reached`]); a short
-//! fine-tune without a validation point that early can meet it only by its final loss.
 
-use super::curves::Plateau;
 use super::rows::{Mode, ModelKey, ResultRow};
 use crate::error::invalid;
 use crate::Result;
-
-/// A run whose final validation loss is at most this is trained far enough whatever it still
-/// gains: 1.8 nats per byte.
-pub const MAX_FINAL_LOSS: f64 = 1.8;
-
-/// Which part of the criterion a run meets ([`trained_enough`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrainedEnough {
-    /// Final loss at most [`MAX_FINAL_LOSS`] and on its plateau.
-    Both,
-    /// Final loss at most [`MAX_FINAL_LOSS`] only.
-    FinalLoss,
-    /// On its plateau only.
-    Plateau,
-    /// Neither.
-    Fails,
-}
-
-impl TrainedEnough {
-    /// `both`, `final loss`, `plateau`, `FAILS`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Both => "both",
-            Self::FinalLoss => "final loss",
-            Self::Plateau => "plateau",
-            Self::Fails => "FAILS",
-        }
-    }
-}
-
-/// Which part of the criterion (module documentation) the run `p` meets.
-///
-/// # Examples
-/// ```
-/// use posenc::results::{trained_enough, ModelKey, Plateau, Scheme, TrainedEnough};
-/// let run = |final_loss, earlier| Plateau {
-///     model: ModelKey::base(Scheme::Nope), seed: 0, last_step: 2000, final_loss,
-///     from: Some((1600, earlier)),
-/// };
-/// assert_eq!(trained_enough(&run(1.78, 1.82)), TrainedEnough::FinalLoss);
-/// assert_eq!(trained_enough(&run(1.9, 1.905)), TrainedEnough::Plateau);
-/// assert_eq!(trained_enough(&run(1.9, 2.0)), TrainedEnough::Fails);
-/// ```
-pub fn trained_enough(p: &Plateau) -> TrainedEnough {
-    match (p.final_loss <= MAX_FINAL_LOSS, p.reached() == Some(true)) {
-        (true, true) => TrainedEnough::Both,
-        (true, false) => TrainedEnough::FinalLoss,
-        (false, true) => TrainedEnough::Plateau,
-        (false, false) => TrainedEnough::Fails,
-    }
-}
-
-/// One sentence per run that [`trained_enough`] fails, with its numbers; empty when none.
-pub fn undertrained(plateaus: &[Plateau]) -> Vec<String> {
-    plateaus
-        .iter()
-        .filter(|p| trained_enough(p) == TrainedEnough::Fails)
-        .map(|p| {
-            let gain = match p.from {
-                Some((at, loss)) => format!("gained {:.4} since step {at}", loss - p.final_loss),
-                None => "no earlier validation to measure the gain".into(),
-            };
-            format!(
-                "{} seed {}: final {:.4} nats/byte at step {}, {gain}",
-                p.model.label(),
-                p.seed,
-                p.final_loss,
-                p.last_step
-            )
-        })
-        .collect()
-}
 
 /// Every model of the rows with its seeds (ascending), models in order of first appearance.
 pub fn models_with_seeds(rows: &[ResultRow]) -> Vec<(ModelKey, Vec<u64>)> {
@@ -183,31 +104,6 @@ pub fn reproduction(
 mod tests {
     use super::*;
     use crate::results::rows::Scheme;
-
-    #[test]
-    fn runs_meet_the_criterion_by_loss_or_plateau_and_failures_are_named() {
-        let run = |final_loss, from| Plateau {
-            model: ModelKey::new(Scheme::Rope, "ft-yarn"),
-            seed: 1,
-            last_step: 100,
-            final_loss,
-            from,
-        };
-        let runs = [
-            run(1.5, Some((80, 1.505))),
-            run(1.5, None),
-            run(1.9, Some((80, 1.9))),
-            run(1.9, None),
-        ];
-        let names: Vec<&str> = runs.iter().map(|p| trained_enough(p).name()).collect();
-        assert_eq!(names, ["both", "final loss", "plateau", "FAILS"]);
-        let failed = undertrained(&runs);
-        assert_eq!(failed.len(), 1);
-        assert!(
-            failed[0].starts_with("rope/ft-yarn seed 1: final 1.9000"),
-            "{failed:?}"
-        );
-    }
 
     #[test]
     fn seeds_are_listed_per_model_in_order_of_appearance() {

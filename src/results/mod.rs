@@ -7,7 +7,7 @@
 //! table ([`table`]) and its markdown ([`markdown`], `posenc report`), the setup of a
 //! sweep read back from its checkpoints ([`setup`]) and its record ([`record`]); models
 //! against each other at one length and the windows checked against the rows ([`contrast`]);
-//! runs trained far enough and rows reproduced ([`checks`]); where each model breaks by
+//! seeds per model and rows reproduced ([`checks`]); where each model breaks by
 //! position ([`breaks`]); and the exports of a trained model, T5 bias and attention maps
 //! ([`exports`]).
 //!
@@ -42,10 +42,7 @@ pub mod student;
 pub mod table;
 
 pub use breaks::{break_point, per_position_path, position_curves, Break, PositionCurve};
-pub use checks::{
-    models_with_seeds, printed, reproduction, trained_enough, undertrained, Reproduction,
-    TrainedEnough, MAX_FINAL_LOSS,
-};
+pub use checks::{models_with_seeds, printed, reproduction, Reproduction};
 pub use contrast::{against_best, rows_contrast, table_rows_error, verdict_lists, AtLength};
 pub use curves::{
     curve_summaries, plateaus, seed_curves, CurvePoint, Plateau, SeedCurve, PLATEAU_GAIN,
