@@ -71,6 +71,7 @@ mod golden;
 mod golden_json;
 mod relative;
 pub mod results;
+mod results_views;
 mod schemes;
 mod table;
 mod trained_claims;

@@ -10,6 +10,10 @@ use std::path::Path;
 use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 use polars_io::prelude::{CsvReadOptions, SerReader};
 
+pub use super::results_views::{
+    at_length_frame, attention_figure, breaks_frame, factors_frame, far_mass_frame, plateau_frame,
+    reproduction_frame, seeds_frame, text_frame, validation_bands,
+};
 pub use crate::results::*;
 use crate::{Error, Result};
 
@@ -109,17 +113,7 @@ pub fn column_bool(df: &DataFrame, name: &str) -> Result<Vec<bool>> {
 /// # Ok::<(), posenc::Error>(())
 /// ```
 pub fn table_frame(table: &ResultsTable) -> Result<DataFrame> {
-    let cells = table.cells();
-    let columns = table
-        .header()
-        .iter()
-        .enumerate()
-        .map(|(j, name)| {
-            let values: Vec<&str> = cells.iter().map(|row| row[j].as_str()).collect();
-            Series::new(name.as_str().into(), values).into()
-        })
-        .collect();
-    frame(columns)
+    text_frame(&table.header(), &table.cells())
 }
 
 /// The validation curves over seeds ([`curve_summaries`]) as a DataFrame, for plotting a

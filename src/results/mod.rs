@@ -4,9 +4,13 @@
 //! over seeds ([`stats`]) and paired windows ([`paired`]), the tests behind every verdict ([`inference`]:
 //! a $t$ test over seeds with [`student`]'s distribution, Holm's correction, a bootstrap over
 //! the text), curves over seeds and the plateau of each run ([`curves`]), the one results
-//! table ([`table`]) and its markdown ([`markdown`], `posenc report`), and the setup of a
-//! sweep read back from its checkpoints ([`setup`]); the source notes' claims asked of the
-//! trained models ([`families`]) and what the RoPE methods change ([`rope_methods`]).
+//! table ([`table`]) and its markdown ([`markdown`], `posenc report`), the setup of a
+//! sweep read back from its checkpoints ([`setup`]) and its record ([`record`]); models
+//! against each other at one length and the windows checked against the rows ([`contrast`]);
+//! seeds per model and rows reproduced ([`checks`]); where each model breaks by
+//! position ([`breaks`]); and the exports of a trained model, T5 bias and attention maps
+//! ([`exports`]); the source notes' claims asked of the trained models ([`families`]) and
+//! what the RoPE methods change ([`rope_methods`]).
 //!
 //! The notebooks render the same table and curves as DataFrames and figures
 //! (`posenc::notebook::results`, feature `notebook`); `posenc eval` and `posenc sweep`
@@ -22,12 +26,17 @@
 //! # Ok::<(), posenc::Error>(())
 //! ```
 
+pub mod breaks;
+pub mod checks;
+pub mod contrast;
 pub mod curves;
+pub mod exports;
 pub mod families;
 pub mod files;
 pub mod inference;
 pub mod markdown;
 pub mod paired;
+pub mod record;
 pub mod rope_methods;
 pub mod rows;
 pub mod setup;
@@ -35,8 +44,15 @@ pub mod stats;
 pub mod student;
 pub mod table;
 
+pub use breaks::{break_point, per_position_path, position_curves, Break, PositionCurve};
+pub use checks::{models_with_seeds, printed, reproduction, Reproduction};
+pub use contrast::{against_best, rows_contrast, table_rows_error, verdict_lists, AtLength};
 pub use curves::{
     curve_summaries, plateaus, seed_curves, CurvePoint, Plateau, SeedCurve, PLATEAU_GAIN,
+};
+pub use exports::{
+    bias_by_distance, far_mass, last_layer_map, read_attention, read_t5_bias, row_sum_error,
+    spread_from, AttentionRow, BiasRow, NamedSeries,
 };
 pub use families::{
     capped_keep_their_loss, family, relative_against_absolute, scheme_changes, Family, KeepTest,
@@ -54,6 +70,7 @@ pub use markdown::{
     plateau_markdown, primary_mode, report, results_markdown, table_markdown, DEFAULT_REFERENCE,
 };
 pub use paired::{matched_segments, paired_difference, PairedDifference, WindowKey};
+pub use record::{expected_factor, factor_problems, read_record, row_problems, RECORD_FILE};
 pub use rope_methods::{rope_methods, RopeMethod};
 pub use rows::{
     with_seed_count, CurveRow, Mode, ModelKey, PositionRow, ResultRow, Scheme, WindowRow, BASE,

@@ -345,7 +345,7 @@ fn adjust(rows: &mut [TableRow]) -> Result<usize> {
 
 /// The columns of a test after its difference: `se seeds`, `se text`, `t`, `p Holm`,
 /// `verdict`.
-fn test_header() -> Vec<String> {
+pub(super) fn test_header() -> Vec<String> {
     ["se seeds", "se text", "t", "p Holm", "verdict"]
         .map(String::from)
         .to_vec()
@@ -354,7 +354,7 @@ fn test_header() -> Vec<String> {
 /// `+0.123`, `0.004`, `0.006`, `+10.39`, `0.012`, `rises`: a test's cells, its verdict in the
 /// words `[above, below]` (or `not detected`; `–` for $t$, $p$ and the verdict with one
 /// seed).
-fn test_cells(tested: &Tested, [above, below]: [&str; 2]) -> Vec<String> {
+pub(super) fn test_cells(tested: &Tested, [above, below]: [&str; 2]) -> Vec<String> {
     let c = &tested.comparison;
     let t = match (c.p, c.t) {
         (None, _) => "–".to_string(),
