@@ -371,17 +371,19 @@ mod tests {
 
     #[test]
     fn plateau_and_band_frames_keep_each_run() {
-        let p = Plateau {
+        let run = |from| Plateau {
             model: ModelKey::new(Scheme::Rope, "ft-yarn"),
             seed: 1,
             last_step: 100,
             final_loss: 1.5,
-            from: None,
+            from,
         };
-        let df = plateau_frame(&[p]).unwrap();
+        // no earlier point; 0.005 gained (on the plateau); 0.02 gained (still improving)
+        let runs = [run(None), run(Some((80, 1.505))), run(Some((80, 1.52)))];
+        let df = plateau_frame(&runs).unwrap();
         assert_eq!(
-            column_str(&df, "trained enough by").unwrap(),
-            ["final loss"]
+            column_str(&df, "on its plateau").unwrap(),
+            ["–", "yes", "no"]
         );
         assert_eq!(
             df.column("gained over the last 20% (nats/byte)")
