@@ -10,7 +10,7 @@
 //! $\sum_k c_k\, x_{k,s}$ from the rows, so the two are independent computations of one
 //! number.
 
-use super::inference::{compare, holm, Comparison, Tested, Verdict};
+use super::inference::{compare, holm_family, Comparison, Tested, Verdict};
 use super::paired::WindowKey;
 use super::rows::{Mode, ModelKey, ResultRow, WindowRow};
 use super::stats::seed_summaries;
@@ -81,7 +81,7 @@ impl AtLength {
 
 /// Every model of `mode` against the one with the lowest mean loss over its seeds at
 /// `length`: for each model $m$ the contrast $x_m - x_{best}$ on the windows and seeds both
-/// have ([`compare`]), the $p$-values adjusted together ([`holm`]), rows sorted by the
+/// have ([`compare`]), the $p$-values adjusted together ([`holm_family`]), rows sorted by the
 /// difference.
 ///
 /// # Errors
@@ -125,12 +125,8 @@ pub fn against_best(
         let refs: Vec<(f64, &WindowKey)> = terms.iter().map(|(c, k)| (*c, k)).collect();
         comparisons.push((model, compare(windows, &refs)?));
     }
-    let p: Vec<Option<f64>> = comparisons.iter().map(|(_, c)| c.p).collect();
-    out.rows = comparisons
-        .into_iter()
-        .zip(holm(&p)?)
-        .map(|((model, comparison), p_holm)| (model, Tested { comparison, p_holm }))
-        .collect();
+    let (models, comparisons): (Vec<ModelKey>, Vec<Comparison>) = comparisons.into_iter().unzip();
+    out.rows = models.into_iter().zip(holm_family(comparisons)?).collect();
     out.rows
         .sort_by(|a, b| a.1.comparison.mean.total_cmp(&b.1.comparison.mean));
     Ok(out)
