@@ -5,21 +5,8 @@
 use polars::prelude::{DataFrame, NamedFrom, Series};
 
 use super::results::frame;
-use crate::results::{
-    KeepTest, Keeps, PairTest, Relation, RopeMethod, SchemeChange, Tested, Verdict,
-};
+use crate::results::{KeepTest, Keeps, PairTest, Relation, RopeMethod, SchemeChange, Verdict};
 use crate::Result;
-
-/// A verdict in words: `below` or `above` for the two directions, `not detected`, or `one
-/// seed` without a test.
-fn verdict_words(tested: &Tested, below: &str, above: &str) -> String {
-    match tested.verdict() {
-        Some(Verdict::Below) => below.into(),
-        Some(Verdict::Above) => above.into(),
-        Some(Verdict::NotDetected) => "not detected".into(),
-        None => "one seed".into(),
-    }
-}
 
 /// The name of a [`Relation`].
 fn relation_name(relation: Relation) -> &'static str {
@@ -71,7 +58,11 @@ pub fn changes_frame(changes: &[SchemeChange]) -> Result<DataFrame> {
         .into(),
         Series::new(
             "verdict".into(),
-            text(&|c| verdict_words(&c.change, "falls", "rises")),
+            text(&|c| {
+                c.change
+                    .verdict_words("rises", "falls", "one seed")
+                    .to_string()
+            }),
         )
         .into(),
     ])
@@ -103,7 +94,11 @@ pub fn pairs_frame(pairs: &[PairTest]) -> Result<DataFrame> {
         .into(),
         Series::new(
             "verdict".into(),
-            text(&|p| verdict_words(&p.tested, "relative changes less", "relative changes more")),
+            text(&|p| {
+                p.tested
+                    .verdict_words("relative changes more", "relative changes less", "one seed")
+                    .to_string()
+            }),
         )
         .into(),
     ])
@@ -237,7 +232,11 @@ pub fn rope_methods_frame(methods: &[RopeMethod]) -> Result<DataFrame> {
         Series::new("change".into(), number(&|m| m.change.comparison.mean)).into(),
         Series::new(
             "change verdict".into(),
-            text(&|m| verdict_words(&m.change, "falls", "rises")),
+            text(&|m| {
+                m.change
+                    .verdict_words("rises", "falls", "one seed")
+                    .to_string()
+            }),
         )
         .into(),
         Series::new(
@@ -257,7 +256,11 @@ pub fn rope_methods_frame(methods: &[RopeMethod]) -> Result<DataFrame> {
         .into(),
         Series::new(
             "against RoPE".into(),
-            text(&|m| verdict_words(&m.vs_rope, "rises less", "rises more")),
+            text(&|m| {
+                m.vs_rope
+                    .verdict_words("rises more", "rises less", "one seed")
+                    .to_string()
+            }),
         )
         .into(),
     ])

@@ -377,6 +377,17 @@ pub struct Tested {
 }
 
 impl Tested {
+    /// [`Tested::verdict`] in words: `above` or `below` for a detected direction, `not
+    /// detected`, or `untested` without a test (one seed).
+    pub fn verdict_words<'a>(&self, above: &'a str, below: &'a str, untested: &'a str) -> &'a str {
+        match self.verdict() {
+            Some(Verdict::Above) => above,
+            Some(Verdict::Below) => below,
+            Some(Verdict::NotDetected) => "not detected",
+            None => untested,
+        }
+    }
+
     /// The verdict at level [`ALPHA`]: `None` without a test (one seed).
     pub fn verdict(&self) -> Option<Verdict> {
         self.p_holm.map(|p| {

@@ -367,12 +367,7 @@ pub(super) fn test_cells(tested: &Tested, [above, below]: [&str; 2]) -> Vec<Stri
         Some(p) if p < 0.001 => "<0.001".to_string(),
         Some(p) => format!("{p:.3}"),
     };
-    let verdict = match tested.verdict() {
-        None => "–",
-        Some(Verdict::Above) => above,
-        Some(Verdict::Below) => below,
-        Some(Verdict::NotDetected) => "not detected",
-    };
+    let verdict = tested.verdict_words(above, below, "–");
     vec![
         format!("{:+.3}", c.mean),
         format!("{:.3}", c.se_seeds),
