@@ -109,6 +109,6 @@ pub use schemes::{scheme_summary, sign_conventions, SUMMARY_CONFIG};
 pub use table::{df_to_html, df_to_html_with, TableOptions};
 pub use trained_claims::{
     capped_answer, changes_frame, keeps_frame, pairs_frame, relative_answer, rope_answer,
-    rope_methods_frame,
+    rope_baseline_gaps, rope_methods_frame,
 };
 pub use wavelengths::wavelengths;

@@ -186,7 +186,8 @@ fn matching(candidates: [i64; 2], mut test: impl FnMut(i64) -> Result<bool>) -> 
 }
 
 /// The configuration the parameter counts of [`scheme_summary`] are for.
-pub const SUMMARY_CONFIG: &str = "d_model 64, 4 heads of width 16, 512 positions, k = s = 16, \
+pub const SUMMARY_CONFIG: &str =
+    "d_model 64, 4 heads of width d_h = 16, 512 positions, k = s = 16, \
      32 buckets, FIRE and DPB 32 hidden units (DPB: two layers), CoPE P = 16";
 
 /// One row per scheme of the crate: where position enters attention, the relative position it
@@ -233,7 +234,7 @@ pub fn scheme_summary() -> Result<DataFrame> {
             "learned absolute",
             "added to the input",
             "absolute p",
-            "a P × d table",
+            "a P × d_model table",
             size(&LearnedAbsolute::new(positions, d_model, 0, 0.02)?.table),
             "no row: an error",
             "01",
@@ -242,7 +243,7 @@ pub fn scheme_summary() -> Result<DataFrame> {
             "Shaw et al.",
             "relative vectors (keys and values)",
             "clip(j − i, ±k)",
-            "w^K, w^V: (2k + 1) × d",
+            "w^K, w^V: (2k + 1) × d_h",
             size(&shaw.keys) + size(&shaw.values),
             "treated as distance k",
             "03",
@@ -269,7 +270,7 @@ pub fn scheme_summary() -> Result<DataFrame> {
             "DeBERTa",
             "relative vectors (scores)",
             "clip(i − j, ±s), log buckets",
-            "K^r, Q^r: 2s × d",
+            "K^r, Q^r: 2s × d_h",
             size(&deberta.pos_key) + size(&deberta.pos_query),
             "treated as distance s (the last row)",
             "06",
@@ -416,7 +417,7 @@ pub fn scheme_summary() -> Result<DataFrame> {
             "nothing",
             0,
             "grouped distances stay inside L up to (L − w) G + w",
-            "13",
+            "12",
         ),
     ];
     frame(vec![
@@ -473,6 +474,12 @@ mod tests {
         assert_eq!(count("DPB"), (32 + 32 + 32 * 32 + 32 + 32 * 4 + 4) as f64);
         assert_eq!(count("data-dependent ALiBi"), (64 * 4 + 4) as f64);
         assert_eq!(count("CoPE"), (16 * 16) as f64);
+        // each row names the notebook that derives the scheme
+        let notebooks = column_str(&table, "notebook").unwrap();
+        let notebook =
+            |name: &str| notebooks[schemes.iter().position(|s| s == name).unwrap()].clone();
+        assert_eq!(notebook("Self-Extend (at inference)"), "12");
+        assert_eq!(notebook("ReRoPE (at inference)"), "13");
         // every trained scheme of the language model has its row
         assert_eq!(schemes.len(), 22);
         assert_eq!(table.width(), 7);

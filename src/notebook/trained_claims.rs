@@ -5,7 +5,9 @@
 use polars::prelude::{DataFrame, NamedFrom, Series};
 
 use super::results::frame;
-use crate::results::{KeepTest, Keeps, PairTest, Relation, RopeMethod, SchemeChange, Verdict};
+use crate::results::{
+    KeepTest, Keeps, PairTest, Relation, ResultsTable, RopeMethod, Scheme, SchemeChange, Verdict,
+};
 use crate::Result;
 
 /// The name of a [`Relation`].
@@ -309,6 +311,30 @@ pub fn rope_answer(methods: &[RopeMethod]) -> String {
     )
 }
 
+/// The RoPE variants of `table` whose mean loss at the table's shortest length is more than
+/// `threshold` nats/byte above plain RoPE's, each as `label (+gap)`, joined by `, `; `none`
+/// when there are none (or no plain RoPE).
+///
+/// A change $\Delta = \bar x_{L_{max}} - \bar x_{L_{min}}$ measured from such a start (a
+/// `-matched` fine-tune runs at $s = L/L_{train} = 1$ there, not at its fine-tuning factor)
+/// says little about extrapolation: a small change may be a bad start, not a flat line.
+pub fn rope_baseline_gaps(table: &ResultsTable, threshold: f64) -> String {
+    let first = |r: &crate::results::TableRow| r.cells.first().map_or(f64::NAN, |c| c.mean);
+    let rows = || table.rows.iter().filter(|r| r.model.scheme == Scheme::Rope);
+    let Some(rope) = rows().find(|r| r.model.is_base()).map(first) else {
+        return "none".to_string();
+    };
+    let gaps: Vec<String> = rows()
+        .filter(|r| first(r) - rope > threshold)
+        .map(|r| format!("{} ({:+.3})", r.model.label(), first(r) - rope))
+        .collect();
+    if gaps.is_empty() {
+        "none".to_string()
+    } else {
+        gaps.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,6 +400,14 @@ mod tests {
         for m in column_str(&df, "method").unwrap() {
             assert!(answer.contains(m.as_str()), "{answer} lacks {m}");
         }
+        // ft-linear-matched runs at s = 1 at 128 bytes, 1 nat/byte above plain RoPE there
+        let gaps = rope_baseline_gaps(&table, 0.1);
+        assert!(gaps.contains("rope/ft-linear-matched (+1.0"), "{gaps}");
+        assert!(
+            !gaps.contains("rope/yarn") && !gaps.contains("rope (") && !gaps.contains("rope/ntk"),
+            "{gaps}"
+        );
+        assert_eq!(rope_baseline_gaps(&table, 10.0), "none");
     }
 
     #[test]
