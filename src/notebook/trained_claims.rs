@@ -19,8 +19,8 @@ fn relation_name(relation: Relation) -> &'static str {
 
 /// The models trained from scratch ([`crate::results::scheme_changes`]), one row each:
 /// `model`, `family`, `relation`, `capped`, `seeds`, `change` (from the windows, nats/byte),
-/// `change from the rows`, `se seeds`, `p Holm` (NaN with one seed) and `verdict` (`rises`,
-/// `falls`, `not detected`, `one seed`).
+/// `change from the rows`, `se seeds`, `p Holm` (both NaN with one seed) and `verdict`
+/// (`rises`, `falls`, `not detected`, `one seed`).
 ///
 /// # Errors
 /// [`crate::Error::Io`] if polars refuses the columns.
@@ -50,7 +50,11 @@ pub fn changes_frame(changes: &[SchemeChange]) -> Result<DataFrame> {
         .into(),
         Series::new("change".into(), number(&|c| c.change.comparison.mean)).into(),
         Series::new("change from the rows".into(), number(&|c| c.change_rows)).into(),
-        Series::new("se seeds".into(), number(&|c| c.change.comparison.se_seeds)).into(),
+        Series::new(
+            "se seeds".into(),
+            number(&|c| c.change.comparison.seed_se().unwrap_or(f64::NAN)),
+        )
+        .into(),
         Series::new(
             "p Holm".into(),
             number(&|c| c.change.p_holm.unwrap_or(f64::NAN)),
@@ -69,8 +73,8 @@ pub fn changes_frame(changes: &[SchemeChange]) -> Result<DataFrame> {
 }
 
 /// Question 1, one row per pair ([`crate::results::relative_against_absolute`]): `relative`,
-/// `absolute`, `change r − change a` (nats/byte), `se seeds`, `p Holm` (NaN with one seed)
-/// and `verdict` (`relative changes less`, `relative changes more`, `not detected`, `one
+/// `absolute`, `change r − change a` (nats/byte), `se seeds`, `p Holm` (both NaN with one
+/// seed) and `verdict` (`relative changes less`, `relative changes more`, `not detected`, `one
 /// seed`).
 ///
 /// # Errors
@@ -86,7 +90,11 @@ pub fn pairs_frame(pairs: &[PairTest]) -> Result<DataFrame> {
             number(&|p| p.tested.comparison.mean),
         )
         .into(),
-        Series::new("se seeds".into(), number(&|p| p.tested.comparison.se_seeds)).into(),
+        Series::new(
+            "se seeds".into(),
+            number(&|p| p.tested.comparison.seed_se().unwrap_or(f64::NAN)),
+        )
+        .into(),
         Series::new(
             "p Holm".into(),
             number(&|p| p.tested.p_holm.unwrap_or(f64::NAN)),
@@ -115,8 +123,8 @@ fn keeps_words(test: &KeepTest) -> &'static str {
 }
 
 /// Question 2, one row per capped model ([`crate::results::capped_keep_their_loss`]):
-/// `model`, `change` (nats/byte), `se seeds`, `p within`, `p beyond` (Holm-adjusted, NaN with
-/// one seed) and `verdict` (`keeps its loss`, `does not keep its loss`, `undecided`, `one
+/// `model`, `change` (nats/byte), `se seeds`, `p within`, `p beyond` (Holm-adjusted; all three
+/// NaN with one seed) and `verdict` (`keeps its loss`, `does not keep its loss`, `undecided`, `one
 /// seed`).
 ///
 /// # Errors
@@ -130,7 +138,11 @@ pub fn keeps_frame(tests: &[KeepTest]) -> Result<DataFrame> {
         )
         .into(),
         Series::new("change".into(), number(&|t| t.change.mean)).into(),
-        Series::new("se seeds".into(), number(&|t| t.change.se_seeds)).into(),
+        Series::new(
+            "se seeds".into(),
+            number(&|t| t.change.seed_se().unwrap_or(f64::NAN)),
+        )
+        .into(),
         Series::new(
             "p within".into(),
             number(&|t| t.p_within.unwrap_or(f64::NAN)),
@@ -246,7 +258,7 @@ pub fn rope_methods_frame(methods: &[RopeMethod]) -> Result<DataFrame> {
         .into(),
         Series::new(
             "se seeds".into(),
-            number(&|m| m.vs_rope.comparison.se_seeds),
+            number(&|m| m.vs_rope.comparison.seed_se().unwrap_or(f64::NAN)),
         )
         .into(),
         Series::new(

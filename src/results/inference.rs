@@ -178,6 +178,14 @@ pub struct Comparison {
     pub n_seeds: usize,
 }
 
+impl Comparison {
+    /// $\mathrm{sd}_s(D_s)/\sqrt S$, or `None` with one seed: one seed has no spread to
+    /// estimate, and the 0 that [`Comparison::se_seeds`] holds then is not an uncertainty.
+    pub fn seed_se(&self) -> Option<f64> {
+        (self.n_seeds > 1).then_some(self.se_seeds)
+    }
+}
+
 /// The contrast $\sum_k c_k x_k$ of the `terms` $(c_k, \text{key}_k)$ on windows paired by
 /// (seed, start), with its $t$ test over seeds and its text bootstrap
 /// ([`BOOTSTRAP_RESAMPLES`] resamples, seed [`BOOTSTRAP_SEED`]); see the module

@@ -352,8 +352,8 @@ pub(super) fn test_header() -> Vec<String> {
 }
 
 /// `+0.123`, `0.004`, `0.006`, `+10.39`, `0.012`, `rises`: a test's cells, its verdict in the
-/// words `[above, below]` (or `not detected`; `–` for $t$, $p$ and the verdict with one
-/// seed).
+/// words `[above, below]` (or `not detected`; `–` for the seeds' standard error, $t$, $p$ and
+/// the verdict with one seed: there is no spread over seeds to estimate).
 pub(super) fn test_cells(tested: &Tested, [above, below]: [&str; 2]) -> Vec<String> {
     let c = &tested.comparison;
     let t = match (c.p, c.t) {
@@ -370,7 +370,8 @@ pub(super) fn test_cells(tested: &Tested, [above, below]: [&str; 2]) -> Vec<Stri
     let verdict = tested.verdict_words(above, below, "–");
     vec![
         format!("{:+.3}", c.mean),
-        format!("{:.3}", c.se_seeds),
+        c.seed_se()
+            .map_or_else(|| "–".to_string(), |se| format!("{se:.3}")),
         format!("{:.3}", c.text.se),
         t,
         p,
