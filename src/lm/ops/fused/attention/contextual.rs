@@ -52,7 +52,7 @@ pub struct Contextual<'a> {
 pub(super) struct ContextualScratch {
     /// $g$ of the tile's rows, `[TILE, L]` at the tile's row stride.
     pub(super) gates: Vec<f32>,
-    /// $r$ of the tile's rows, `[TILE, L]`.
+    /// $r$ of the tile's rows, `[TILE, L]` ($+\infty$ where it is past $P - 1$).
     pub(super) counts: Vec<f32>,
     /// $T$ of the tile's rows, `[TILE, P]`.
     pub(super) positions: Vec<f32>,
@@ -168,21 +168,49 @@ fn interpolation(r: f32, top: f32) -> (usize, usize, f32) {
     (low as usize, p.ceil() as usize, p - low)
 }
 
+/// $z_j = w\,T_{\lceil p \rceil} + (1 - w)\,T_{\lfloor p \rfloor}$ of a count $r$.
+#[inline(always)]
+fn position_logit(r: f32, t: &[f32], top: f32) -> f32 {
+    let (low, high, w) = interpolation(r, top);
+    t[high] * w + t[low] * (1.0 - w)
+}
+
+multiversion! {
+    /// The keys past a row's saturation: `row[j] += z` and `counts[j] = +∞` for every `j`.
+    fn add_saturated(row: &mut [f32], counts: &mut [f32], z: f32) {
+        for (a, r) in row.iter_mut().zip(counts.iter_mut()) {
+            *a += z;
+            *r = f32::INFINITY;
+        }
+    }
+}
+
 /// One row's logits $a_j$ (keys $0..$`row.len()`) become $a_j + z_j$ in place, from the row's
 /// $T$ `[P]`; its gates and counts are written into `gates` and `counts`.
+///
+/// The count grows from the row's end (the gates are not negative), so once it passes
+/// $P - 1$ every key before it has $p = P - 1$ and $z = T_{P-1}$: those keys get that $z$,
+/// computed by the same expression, and the count $+\infty$, which
+/// [`position_grad_row`] reads as any count past $P - 1$. The logits are those of the plain
+/// scan to the bit; the scan (one dependent addition per key) stops after a few dozen keys
+/// instead of running over the whole row.
 #[inline]
 pub(super) fn add_positions_row(row: &mut [f32], t: &[f32], gates: &mut [f32], counts: &mut [f32]) {
     let n = row.len();
     let top = (t.len() - 1) as f32;
     gates_row(row, &mut gates[..n]);
-    // r_j = sum_{t = j..i} g_t, from the row's end
+    // r_j = sum_{t = j..i} g_t, from the row's end, until it passes P - 1
     let mut r = 0.0f32;
-    for j in (0..n).rev() {
+    let mut j = n;
+    while j > 0 {
+        j -= 1;
         r += gates[j];
         counts[j] = r;
-        let (low, high, w) = interpolation(r, top);
-        // z_j = w T_ceil + (1 - w) T_floor
-        row[j] += t[high] * w + t[low] * (1.0 - w);
+        row[j] += position_logit(r, t, top);
+        if r > top {
+            add_saturated(&mut row[..j], &mut counts[..j], position_logit(r, t, top));
+            break;
+        }
     }
 }
 
