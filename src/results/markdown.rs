@@ -449,11 +449,7 @@ mod tests {
         windows.extend([128, 512].iter().flat_map(|&l| {
             [0, 512].map(|start| window(B, 0, l, start, if l == 128 { 1.0 } else { 1.5 }))
         }));
-        let t5 = ModelKey::base(B);
-        let table =
-            ResultsTable::with_reference(&rows, Some(&windows), Mode::Nonoverlap, Some(&t5))
-                .unwrap();
-        let md = table_markdown(&table);
+        let md = against_t5(&rows, &windows);
         assert!(
             md.contains("With one seed for every model, no difference is tested."),
             "{md}"
@@ -544,14 +540,17 @@ mod tests {
         assert_eq!(primary_mode(&[]), None);
     }
 
+    /// The nonoverlap table of `rows` and `windows` with its tests against `t5`.
+    fn against_t5(rows: &[ResultRow], windows: &[WindowRow]) -> String {
+        let t5 = ModelKey::base(B);
+        let table = ResultsTable::with_reference(rows, Some(windows), Mode::Nonoverlap, Some(&t5));
+        table_markdown(&table.unwrap())
+    }
+
     #[test]
     fn the_reference_table_names_the_differences_of_changes() {
         let (rows, windows) = sample();
-        let t5 = ModelKey::base(B);
-        let table =
-            ResultsTable::with_reference(&rows, Some(&windows), Mode::Nonoverlap, Some(&t5))
-                .unwrap();
-        let md = table_markdown(&table);
+        let md = against_t5(&rows, &windows);
         assert!(
             md.contains(
                 "Each change against `t5`'s (a difference of changes, tested in the same family):"
