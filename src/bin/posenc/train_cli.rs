@@ -241,6 +241,7 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
         init: a.init.clone(),
         stop_after: count(a.stop_after),
         save_every: count(a.save_every).unwrap_or(0),
+        snapshot_every: 0,
         log_every: a.log_every,
         progress: !a.common.quiet,
         dtype,

@@ -1,11 +1,12 @@
 //! `posenc train`, `eval`, `sweep` and `export` from the command line: a checkpoint written,
 //! evaluated and exported end to end on a small corpus, and one-line errors with a non-zero
-//! exit status for bad input; by command: [`train`], [`eval`] (with `export`), [`sweep`]; and
-//! two writers of one folder at once ([`locks`]).
+//! exit status for bad input; by command: [`train`], [`eval`] (with `export`), [`sweep`] (and
+//! one killed mid-training, [`sweep_kill`]); and two writers of one folder at once ([`locks`]).
 
 mod eval;
 mod locks;
 mod sweep;
+mod sweep_kill;
 mod train;
 
 use std::path::Path;
