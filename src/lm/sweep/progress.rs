@@ -56,6 +56,11 @@ impl Progress {
         }
     }
 
+    /// The names of the finished items, in name order.
+    pub fn finished_names(&self) -> Vec<String> {
+        self.finished.keys().cloned().collect()
+    }
+
     /// Whether the item named `name` is finished.
     pub fn is_finished(&self, name: &str) -> bool {
         self.finished.contains_key(name)
@@ -104,6 +109,7 @@ mod tests {
             timing("nope-ft-x2/seed0", 100.0, 50.0),
         ]);
         assert!(p.is_finished("rope/seed1") && !p.is_finished("rope/seed3"));
+        assert_eq!(p.finished_names().len(), 5);
         // training: (1000 + 1200) / 2, the reused seed 1 left out; evaluation (300+500+400)/3
         assert_eq!(p.estimate("rope/seed3", true), Some(1100.0 + 400.0));
         // a scaling at inference does not train
