@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Evaluation at long lengths: for every scheme and length, `posenc eval` of the shipped
-# checkpoint (data/checkpoints/<scheme>, read only) on the first windows of the validation
-# split, its wall time, time per window and peak resident memory (GNU time), for the binary
-# built here ("after") and, when BEFORE names another binary, for that one side by side; then
-# each scheme's time per window and peak against NoPE's at the same length, and the memory
-# estimate `posenc eval` prints before it starts against the measured peak. Not part of CI.
+# checkpoint ($CHECKPOINTS/<scheme>, read only; data/checkpoints by default) on the first
+# windows of the validation split, its wall time, time per window and peak resident memory
+# (GNU time), for the binary built here ("after") and, when BEFORE names another binary, for
+# that one side by side; then each scheme's time per window and peak against NoPE's at the same
+# length, and the memory estimate `posenc eval` prints before it starts against the measured
+# peak. Not part of CI.
 #
 #   bench/long.sh                                  # after only, lengths 4096 8192 16384 65536
 #   BEFORE=/path/to/old/posenc bench/long.sh       # before and after
 #   LENGTHS="4096 8192" SCHEMES="nope t5" WINDOWS=8 bench/long.sh
+#   CHECKPOINTS=data/sweep/checkpoints SCHEMES="nope dpb cope" bench/long.sh   # the sweep's seed 0
 #
 # WINDOWS windows per length (default 8; LONGEST_WINDOWS, default 1, at 65,536 bytes and
 # beyond). The BEFORE binary runs only up to BEFORE_MAX_LEN bytes (default 8192): an older
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/.."
 LENGTHS=${LENGTHS:-"4096 8192 16384 65536"}
 SCHEMES=${SCHEMES:-"nope sinusoidal learned shaw xl t5 deberta tupe rope alibi xpos kerple fire"}
 WINDOWS=${WINDOWS:-8}
+CHECKPOINTS=${CHECKPOINTS:-data/checkpoints}
 LONGEST_WINDOWS=${LONGEST_WINDOWS:-1}
 BEFORE=${BEFORE:-}
 BEFORE_MAX_LEN=${BEFORE_MAX_LEN:-8192}
@@ -45,7 +48,7 @@ estimate_mib() {
 run() {
   local bin=$1 s=$2 l=$3 w=$4 tag=$5
   local report="$OUT/$tag-$s-$l.time"
-  if ! $TIME -v "$bin" eval --checkpoint "data/checkpoints/$s" --lengths "$l" \
+  if ! $TIME -v "$bin" eval --checkpoint "$CHECKPOINTS/$s" --lengths "$l" \
     --max-bytes $((w * l + 1)) --split valid >"$OUT/$tag-$s-$l.csv" 2>"$report"; then
     echo "failed - -"
     return

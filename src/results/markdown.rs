@@ -123,13 +123,19 @@ pub fn table_markdown(table: &ResultsTable) -> String {
             "\nRows are ranked by the change from {shortest} to {longest} bytes. `se seeds` is \
              its standard error over the training seeds; `se text` the standard deviation of \
              its bootstrap over the {windows} windows ({BOOTSTRAP_RESAMPLES} resamples, seed \
-             {BOOTSTRAP_SEED}). {} The loss rises for {}; it falls for {}; no change is \
-             detected for {}.",
-            rule(table),
-            named(Verdict::Above),
-            named(Verdict::Below),
-            named(Verdict::NotDetected),
+             {BOOTSTRAP_SEED})."
         );
+        // with no model of two seeds there is no test, and no sentence on verdicts
+        if table.tests > 0 {
+            let _ = write!(
+                out,
+                " {} The loss rises for {}; it falls for {}; no change is detected for {}.",
+                rule(table),
+                named(Verdict::Above),
+                named(Verdict::Below),
+                named(Verdict::NotDetected),
+            );
+        }
         let untested: Vec<String> = table
             .rows
             .iter()
@@ -153,14 +159,21 @@ pub fn table_markdown(table: &ResultsTable) -> String {
             &table.reference_cells(),
         ));
         let named = |v| list(&table.with_verdict_vs_reference(v));
-        let _ = writeln!(
-            out,
-            "\nThe change is larger than `{label}`'s for {}; smaller for {}; no difference is \
-             detected for {}.",
-            named(Verdict::Above),
-            named(Verdict::Below),
-            named(Verdict::NotDetected),
-        );
+        let _ = if table.tests > 0 {
+            writeln!(
+                out,
+                "\nThe change is larger than `{label}`'s for {}; smaller for {}; no difference \
+                 is detected for {}.",
+                named(Verdict::Above),
+                named(Verdict::Below),
+                named(Verdict::NotDetected),
+            )
+        } else {
+            writeln!(
+                out,
+                "\nWith one seed for every model, no difference is tested."
+            )
+        };
     }
     out
 }
@@ -423,8 +436,25 @@ mod tests {
         let md = results_markdown(&rows, Some(&windows), "nonoverlap").unwrap();
         // no spread over one seed: its se is not a zero but a dash, like t, p and the verdict
         assert!(md.contains("| +0.765 | – | 0.024 | – | – | – |"), "{md}");
-        assert!(md.contains("across the 0 tests of this table."), "{md}");
-        assert!(md.contains("With one seed, untested: `alibi`."), "{md}");
+        // no test at all: no sentence on the rule or the verdicts, only what is untested
+        assert!(!md.contains("0 tests") && !md.contains("no model"), "{md}");
+        assert!(
+            md.contains("(2000 resamples, seed 0). With one seed, untested: `alibi`."),
+            "{md}"
+        );
+        // against a reference, one seed each: the differences are shown, none is tested
+        let mut rows = rows;
+        rows.extend([row(B, 0, 128, 1.0), row(B, 0, 512, 1.5)]);
+        let mut windows = windows;
+        windows.extend([128, 512].iter().flat_map(|&l| {
+            [0, 512].map(|start| window(B, 0, l, start, if l == 128 { 1.0 } else { 1.5 }))
+        }));
+        let md = against_t5(&rows, &windows);
+        assert!(
+            md.contains("With one seed for every model, no difference is tested."),
+            "{md}"
+        );
+        assert!(!md.contains("no model"), "{md}");
     }
 
     #[test]
@@ -510,14 +540,17 @@ mod tests {
         assert_eq!(primary_mode(&[]), None);
     }
 
+    /// The nonoverlap table of `rows` and `windows` with its tests against `t5`.
+    fn against_t5(rows: &[ResultRow], windows: &[WindowRow]) -> String {
+        let t5 = ModelKey::base(B);
+        let table = ResultsTable::with_reference(rows, Some(windows), Mode::Nonoverlap, Some(&t5));
+        table_markdown(&table.unwrap())
+    }
+
     #[test]
     fn the_reference_table_names_the_differences_of_changes() {
         let (rows, windows) = sample();
-        let t5 = ModelKey::base(B);
-        let table =
-            ResultsTable::with_reference(&rows, Some(&windows), Mode::Nonoverlap, Some(&t5))
-                .unwrap();
-        let md = table_markdown(&table);
+        let md = against_t5(&rows, &windows);
         assert!(
             md.contains(
                 "Each change against `t5`'s (a difference of changes, tested in the same family):"

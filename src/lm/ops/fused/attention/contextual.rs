@@ -52,7 +52,7 @@ pub struct Contextual<'a> {
 pub(super) struct ContextualScratch {
     /// $g$ of the tile's rows, `[TILE, L]` at the tile's row stride.
     pub(super) gates: Vec<f32>,
-    /// $r$ of the tile's rows, `[TILE, L]`.
+    /// $r$ of the tile's rows, `[TILE, L]` ($+\infty$ where it is past $P - 1$).
     pub(super) counts: Vec<f32>,
     /// $T$ of the tile's rows, `[TILE, P]`.
     pub(super) positions: Vec<f32>,
@@ -168,21 +168,49 @@ fn interpolation(r: f32, top: f32) -> (usize, usize, f32) {
     (low as usize, p.ceil() as usize, p - low)
 }
 
+/// $z_j = w\,T_{\lceil p \rceil} + (1 - w)\,T_{\lfloor p \rfloor}$ of a count $r$.
+#[inline(always)]
+fn position_logit(r: f32, t: &[f32], top: f32) -> f32 {
+    let (low, high, w) = interpolation(r, top);
+    t[high] * w + t[low] * (1.0 - w)
+}
+
+multiversion! {
+    /// The keys past a row's saturation: `row[j] += z` and `counts[j] = +∞` for every `j`.
+    fn add_saturated(row: &mut [f32], counts: &mut [f32], z: f32) {
+        for (a, r) in row.iter_mut().zip(counts.iter_mut()) {
+            *a += z;
+            *r = f32::INFINITY;
+        }
+    }
+}
+
 /// One row's logits $a_j$ (keys $0..$`row.len()`) become $a_j + z_j$ in place, from the row's
 /// $T$ `[P]`; its gates and counts are written into `gates` and `counts`.
+///
+/// The count grows from the row's end (the gates are not negative), so once it passes
+/// $P - 1$ every key before it has $p = P - 1$ and $z = T_{P-1}$: those keys get that $z$,
+/// computed by the same expression, and the count $+\infty$, which
+/// [`position_grad_row`] reads as any count past $P - 1$. The logits are those of the plain
+/// scan to the bit; the scan (one dependent addition per key) stops after a few dozen keys
+/// instead of running over the whole row.
 #[inline]
 pub(super) fn add_positions_row(row: &mut [f32], t: &[f32], gates: &mut [f32], counts: &mut [f32]) {
     let n = row.len();
     let top = (t.len() - 1) as f32;
     gates_row(row, &mut gates[..n]);
-    // r_j = sum_{t = j..i} g_t, from the row's end
+    // r_j = sum_{t = j..i} g_t, from the row's end, until it passes P - 1
     let mut r = 0.0f32;
-    for j in (0..n).rev() {
+    let mut j = n;
+    while j > 0 {
+        j -= 1;
         r += gates[j];
         counts[j] = r;
-        let (low, high, w) = interpolation(r, top);
-        // z_j = w T_ceil + (1 - w) T_floor
-        row[j] += t[high] * w + t[low] * (1.0 - w);
+        row[j] += position_logit(r, t, top);
+        if r > top {
+            add_saturated(&mut row[..j], &mut counts[..j], position_logit(r, t, top));
+            break;
+        }
     }
 }
 
@@ -208,5 +236,71 @@ pub(super) fn position_grad_row(
             dg += d * (t[high] - t[low]);
         }
         *ds = d + dg * g * (1.0 - g);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::testing::values;
+    use super::*;
+
+    /// The module's formulas key by key over the whole row: the scan without its stop.
+    fn full_scan(row: &mut [f32], t: &[f32], gates: &[f32], counts: &mut [f32]) {
+        let top = (t.len() - 1) as f32;
+        let mut r = 0.0f32;
+        for j in (0..row.len()).rev() {
+            r += gates[j];
+            counts[j] = r;
+            let (low, high, w) = interpolation(r, top);
+            row[j] += t[high] * w + t[low] * (1.0 - w);
+        }
+    }
+
+    /// The stopped scan gives the full scan's logits to the bit, the same counts up to
+    /// $P - 1$, a count past $P - 1$ wherever the full one is, and so the same gradients
+    /// to the bit: rows that saturate early (large logits), late or never (very negative
+    /// ones), at every P from 1.
+    #[test]
+    fn stopping_at_saturation_changes_no_bit() {
+        for (n, scale, shift, p) in [
+            (1, 1.0, 0.0, 1),
+            (40, 2.0, 0.0, 16),
+            (300, 3.0, 4.0, 16),
+            (300, 1.0, -6.0, 16),
+            (257, 2.0, 0.0, 2),
+            (64, 1.0, 0.0, 64),
+        ] {
+            let logits: Vec<f32> = values(n, n as u64 + p as u64, scale)
+                .iter()
+                .map(|x| x + shift)
+                .collect();
+            let t = values(p, 7, 1.0);
+            let (mut gates, mut counts) = (vec![0.0; n], vec![0.0; n]);
+            let mut row = logits.clone();
+            add_positions_row(&mut row, &t, &mut gates, &mut counts);
+            let (mut want, mut want_counts) = (logits.clone(), vec![0.0; n]);
+            full_scan(&mut want, &t, &gates, &mut want_counts);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&row), bits(&want), "logits, n = {n}, P = {p}");
+            let top = (p - 1) as f32;
+            for (j, (&c, &w)) in counts.iter().zip(&want_counts).enumerate() {
+                assert!(c == w || (c > top && w > top), "count {j}: {c} vs {w}");
+            }
+            let ds = values(n, 99, 1.0);
+            let (mut got_ds, mut got_dt) = (ds.clone(), vec![0.0; p]);
+            position_grad_row(&mut got_ds, (&gates, &counts), &t, &mut got_dt);
+            let (mut want_ds, mut want_dt) = (ds, vec![0.0; p]);
+            position_grad_row(&mut want_ds, (&gates, &want_counts), &t, &mut want_dt);
+            assert_eq!(
+                bits(&got_ds),
+                bits(&want_ds),
+                "logit gradients, n = {n}, P = {p}"
+            );
+            assert_eq!(
+                bits(&got_dt),
+                bits(&want_dt),
+                "T gradients, n = {n}, P = {p}"
+            );
+        }
     }
 }
