@@ -1,9 +1,9 @@
 //! The byte-level language model on [burn] that trains and measures every position scheme:
 //! its configuration ([`config`], serde types usable without the `train` feature), and, with
-//! `train`, the model ([`model`], one structure per scheme), its operations, composed and fused ([`ops`]),
-//! the corpus ([`data`]), training ([`train`]), evaluation ([`eval`]) and its memory check
-//! ([`memory`]), the sweep behind the
-//! results table ([`sweep`]), exports of learned position objects ([`export`]) and the
+//! `train`, the model ([`model`], one structure per scheme), its operations, composed and
+//! fused ([`ops`]), the corpus ([`data`]), training ([`train`], continued after a kill from
+//! its [`snapshot`]), evaluation ([`eval`]) and its memory check ([`memory`]), the sweep behind
+//! the results table ([`sweep`]), exports of learned position objects ([`export`]) and the
 //! on-disk checkpoint, written as one atomic unit ([`checkpoint`]).
 
 #[cfg(feature = "train")]
@@ -23,6 +23,8 @@ pub mod model;
 pub mod ops;
 #[cfg(feature = "train")]
 mod progress;
+#[cfg(feature = "train")]
+pub mod snapshot;
 #[cfg(feature = "train")]
 pub mod sweep;
 #[cfg(feature = "train")]

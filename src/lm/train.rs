@@ -1,5 +1,6 @@
 //! Training: AdamW with warm-up and cosine decay on random windows of the training split,
-//! checkpoints written atomically at the end and every `save_every` steps, exact resume.
+//! checkpoints written atomically at the end and every `save_every` steps, exact resume (of a
+//! checkpoint, `--resume`, or of the run's own snapshot after a kill, [`crate::lm::snapshot`]).
 //!
 //! The checkpoint format is [`crate::lm::checkpoint`]'s. The output folder is locked for the
 //! whole run, and everything is checked before the first step: the configurations, the output
@@ -25,6 +26,7 @@ pub use crate::lm::config::TrainConfig;
 use crate::lm::data::{read_split, train_batch, window_starts};
 use crate::lm::eval::window_nll;
 use crate::lm::model::{int_tensor, Kernels, Lm, ModelConfig, Ops, PositionContext};
+use crate::lm::snapshot::{self, snapshot_dir};
 
 /// Options of one training run.
 #[derive(Debug, Clone)]
@@ -46,6 +48,10 @@ pub struct TrainRun {
     pub stop_after: Option<usize>,
     /// Also write the checkpoint every this many steps (0: only at the end).
     pub save_every: usize,
+    /// Keep the run's exact state in its snapshot beside `out` ([`crate::lm::snapshot`]) every
+    /// this many steps (0: never), and continue from the snapshot when it holds an earlier
+    /// state of this same run; the snapshot is removed when the run's last step is saved.
+    pub snapshot_every: usize,
     /// Print a line every this many steps (0: never).
     pub log_every: usize,
     /// Show a progress bar.
@@ -185,28 +191,10 @@ fn start(run: &TrainRun, device: &Device, corpus_digest: &str) -> Result<Start> 
                 run.corpus.display()
             )));
         }
-        let mut state = checkpoint::read_state(&run.out)?;
-        let (model, info) = checkpoint::load(&run.out, device, Some(&state.param_ids))?;
-        let path = run.out.join(checkpoint::OPTIMIZER_FILE);
-        if !path.is_file() {
-            return Err(Error::Io(format!(
-                "{}: no optimizer state, so it cannot be resumed (start a fine-tune from it with --init)",
-                path.display()
-            )));
-        }
-        let optim = optimizer(&run.train)
-            .load(&path)
-            .map_err(|e| format_error(&path, format!("{e:?}")))?;
-        state.losses.truncate(info.step);
-        let mut info = info;
+        let mut start = continue_from(&run.out, &run.train, device)?;
         // the run's steps may extend the training; everything else is the checkpoint's
-        info.train.steps = run.train.steps;
-        return Ok(Start {
-            model,
-            info,
-            state,
-            optim,
-        });
+        start.info.train.steps = run.train.steps;
+        return Ok(start);
     }
     check_target(&run.out, run.overwrite)?;
     let mut model = Lm::new(&run.model, run.train.seed, device)?;
@@ -237,12 +225,90 @@ fn start(run: &TrainRun, device: &Device, corpus_digest: &str) -> Result<Start> 
         info.init_from = Some(init.display().to_string());
         info.init_digest = Some(digest);
     }
+    if run.snapshot_every > 0 {
+        if let Some(start) = from_snapshot(run, &info, device) {
+            return Ok(start);
+        }
+    }
     Ok(Start {
         model,
         info,
         state: TrainState::default(),
         optim: optimizer(&run.train),
     })
+}
+
+/// The model, state and optimiser of the checkpoint in `dir`, to continue its training with
+/// `train`'s optimiser settings.
+///
+/// # Errors
+/// An unreadable checkpoint, or one without optimizer state.
+fn continue_from(dir: &Path, train: &TrainConfig, device: &Device) -> Result<Start> {
+    let mut state = checkpoint::read_state(dir)?;
+    let (model, info) = checkpoint::load(dir, device, Some(&state.param_ids))?;
+    let path = dir.join(checkpoint::OPTIMIZER_FILE);
+    if !path.is_file() {
+        return Err(Error::Io(format!(
+            "{}: no optimizer state, so it cannot be resumed (start a fine-tune from it with --init)",
+            path.display()
+        )));
+    }
+    let optim = optimizer(train)
+        .load(&path)
+        .map_err(|e| format_error(&path, format!("{e:?}")))?;
+    state.losses.truncate(info.step);
+    Ok(Start {
+        model,
+        info,
+        state,
+        optim,
+    })
+}
+
+/// The run's own snapshot, when it holds an earlier state of the run that would start as
+/// `fresh` ([`snapshot::why_not_continued`]); `None` (with a line on standard error saying
+/// why, when there is a snapshot) otherwise: a snapshot is a cache, never a reason to fail.
+fn from_snapshot(run: &TrainRun, fresh: &CheckpointInfo, device: &Device) -> Option<Start> {
+    let dir = snapshot_dir(&run.out);
+    checkpoint::recover(&dir).ok()?;
+    if !dir.exists() {
+        return None;
+    }
+    let not_used = |why: String| {
+        log_line(&format!(
+            "  not continuing from {}: {why}; starting at step 0",
+            dir.display()
+        ));
+    };
+    let found = match read_info(&dir) {
+        Ok(found) => found,
+        Err(e) => {
+            not_used(e.to_string());
+            return None;
+        }
+    };
+    if let Some(why) = snapshot::why_not_continued(&found, fresh) {
+        not_used(why);
+        return None;
+    }
+    match continue_from(&dir, &run.train, device) {
+        Ok(mut start) => {
+            log_line(&format!(
+                "  {}: continuing from its snapshot at step {} of {}",
+                run.out.display(),
+                start.info.step,
+                start.info.train.steps
+            ));
+            // the snapshot's weights are f32; the checkpoint is written as the run asks
+            start.info.dtype = fresh.dtype;
+            start.info.init_from.clone_from(&fresh.init_from);
+            Some(start)
+        }
+        Err(e) => {
+            not_used(e.to_string());
+            None
+        }
+    }
 }
 
 /// Trains (or resumes, or fine-tunes) and writes the checkpoint (at the end, and every
@@ -392,7 +458,9 @@ pub(crate) fn train_holding(
                 }
             }
         }
-        if done == end || (run.save_every > 0 && done % run.save_every == 0) {
+        let save = done == end || (run.save_every > 0 && done % run.save_every == 0);
+        let snap = done < tc.steps && run.snapshot_every > 0 && done % run.snapshot_every == 0;
+        if save || snap {
             info.step = done;
             info.train_seconds = seconds_before + began.elapsed().as_secs_f64();
             if let Some(t) = after_first.filter(|_| done > start + 1) {
@@ -402,6 +470,20 @@ pub(crate) fn train_holding(
             let tail = &state.losses[state.losses.len().saturating_sub(20)..];
             info.final_train_loss =
                 (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64);
+        }
+        if snap {
+            // the exact state: f32 weights, whatever the checkpoint's precision
+            let mut exact = CheckpointInfo {
+                dtype: WeightDtype::F32,
+                ..info.clone()
+            };
+            let dir = snapshot_dir(&run.out);
+            if let Err(e) = checkpoint::save(&dir, &model, Some(&optim), &mut exact, &mut state) {
+                bar.abandon();
+                return Err(e.context(format!("saving {} at step {done}", dir.display())));
+            }
+        }
+        if save {
             if let Err(e) = checkpoint::save(&run.out, &model, Some(&optim), &mut info, &mut state)
             {
                 bar.abandon();
@@ -410,6 +492,9 @@ pub(crate) fn train_holding(
         }
     }
     bar.finish_and_clear();
+    if run.snapshot_every > 0 && info.step == tc.steps {
+        snapshot::remove(&run.out)?;
+    }
     Ok((info, state))
 }
 

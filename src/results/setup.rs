@@ -95,7 +95,8 @@ pub struct Setup {
 }
 
 /// Every checkpoint in the folders `dirs` (each subfolder holding a `config.json`), in name
-/// order; a folder that does not exist holds none.
+/// order; a folder that does not exist holds none, and a hidden one (`.NAME.new` of a save in
+/// flight, `.NAME.snapshot` of a training in flight) is not a checkpoint.
 ///
 /// # Errors
 /// An unreadable folder, or a `config.json` that is not a checkpoint's (unknown keys
@@ -107,11 +108,11 @@ pub fn read_checkpoints(dirs: &[&Path]) -> Result<Vec<TrainedModel>> {
         for entry in std::fs::read_dir(dir).map_err(|e| unreadable(dir, e))? {
             let path = entry.map_err(|e| unreadable(dir, e))?.path();
             let config = path.join("config.json");
-            if config.is_file() {
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if config.is_file() && !name.starts_with('.') {
                 models.push(TrainedModel {
                     name,
                     info: read_json(&config)?,
@@ -438,17 +439,19 @@ mod tests {
     }
 
     #[test]
-    fn checkpoints_are_read_in_name_order_and_a_missing_folder_holds_none() {
+    fn checkpoints_are_read_in_name_order_and_a_missing_or_hidden_folder_holds_none() {
         let dir = std::env::temp_dir().join(format!("posenc-setup-{}", std::process::id()));
         let r = record();
         for m in sweep(&r).iter().take(2) {
-            let sub = dir.join(&m.name);
-            std::fs::create_dir_all(&sub).unwrap();
-            std::fs::write(
-                sub.join("config.json"),
-                serde_json::to_string(&m.info).unwrap(),
-            )
-            .unwrap();
+            // the checkpoint, and a training's snapshot beside it: hidden, not a checkpoint
+            for sub in [dir.join(&m.name), dir.join(format!(".{}.snapshot", m.name))] {
+                std::fs::create_dir_all(&sub).unwrap();
+                std::fs::write(
+                    sub.join("config.json"),
+                    serde_json::to_string(&m.info).unwrap(),
+                )
+                .unwrap();
+            }
         }
         std::fs::create_dir_all(dir.join("not-a-checkpoint")).unwrap();
         let read = read_checkpoints(&[&dir, &dir.join("absent")]).unwrap();

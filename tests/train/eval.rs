@@ -246,6 +246,7 @@ pub(crate) fn run_scheme(
         init: None,
         stop_after,
         save_every: 0,
+        snapshot_every: 0,
         log_every: 0,
         progress: false,
         dtype,

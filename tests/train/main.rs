@@ -2,7 +2,8 @@
 //! the ndarray reference ([`equivalence`]), gradients equal finite differences and causality
 //! holds ([`gradients`]), evaluation, checkpoints and export ([`eval`]), the fused kernels
 //! against the composed reference ([`kernels`]), RoPE extended at inference (ReRoPE, Leaky
-//! ReRoPE, log-$n$: [`rerope`]), and the `train`, `eval`, `sweep` and `export` commands of the
+//! ReRoPE, log-$n$: [`rerope`]), a training continued from its snapshot after a kill
+//! ([`snapshot`]), and the `train`, `eval`, `sweep` and `export` commands of the
 //! binary ([`cli`]).
 
 #[path = "../support/mod.rs"]
@@ -15,3 +16,4 @@ mod gradients;
 mod kernels;
 mod keys;
 mod rerope;
+mod snapshot;

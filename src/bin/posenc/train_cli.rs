@@ -13,7 +13,7 @@ use posenc::io::{ensure_writable, write_atomic};
 use posenc::lm::checkpoint::WeightDtype;
 use posenc::lm::data::{default_corpus_dir, read_split};
 use posenc::lm::model::{Kernels, ModelConfig, Scheme};
-use posenc::lm::sweep::{plan_text, sweep as run_sweep, Selection, SweepConfig};
+use posenc::lm::sweep::{plan_text, sweep as run_sweep, Progress, Selection, SweepConfig};
 use posenc::lm::train::{load_model, read_info, train as run_train, TrainConfig, TrainRun};
 
 /// Where tensors live.
@@ -241,6 +241,7 @@ pub fn train(a: TrainArgs) -> Result<String, String> {
         init: a.init.clone(),
         stop_after: count(a.stop_after),
         save_every: count(a.save_every).unwrap_or(0),
+        snapshot_every: 0,
         log_every: a.log_every,
         progress: !a.common.quiet,
         dtype,
@@ -274,8 +275,8 @@ pub struct SweepArgs {
     #[arg(long, conflicts_with = "print_config")]
     list: bool,
     /// Print the items that the other flags choose with their cost (training steps x
-    /// sequences x bytes, validation and evaluation positions) and the totals by length, and
-    /// stop.
+    /// sequences x bytes, validation and evaluation positions), whether each is finished, the
+    /// totals by length and an estimate of the time left, and stop.
     #[arg(long, conflicts_with_all = ["print_config", "list"])]
     plan: bool,
     /// Run only these items (names as --list prints them; repeat or separate by commas).
@@ -329,7 +330,9 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
             let valid = read_split(&corpus, "valid").map_err(err)?.len();
             let eval = read_split(&corpus, &config.eval.split).map_err(err)?.len();
             let costs = config.costs(&chosen, valid, eval).map_err(err)?;
-            return Ok(plan_text(&costs).trim_end().to_string());
+            // every item's finished seeds estimate it, chosen or not
+            let progress = Progress::read(&config, &items);
+            return Ok(plan_text(&costs, &progress).trim_end().to_string());
         }
         let names: Vec<String> = chosen.iter().map(|i| i.name()).collect();
         return Ok(names.join("\n"));

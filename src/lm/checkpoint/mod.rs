@@ -111,6 +111,13 @@ pub(crate) fn save_until(
     folder::replace(dir, stop, is_complete, fill, ours)
 }
 
+/// The hidden folder `.NAME.SUFFIX` beside the checkpoint folder `dir` (`NAME`): where its
+/// replacement is written (`new`), the one it replaces waits (`old`), or a training run keeps its
+/// snapshot (`snapshot`, [`crate::lm::snapshot`]).
+pub fn sibling_of(dir: &Path, suffix: &str) -> std::path::PathBuf {
+    folder::sibling(dir, suffix)
+}
+
 /// Reads and validates `config.json` of a checkpoint folder (after [`recover`]).
 ///
 /// # Errors

@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::plan::Item;
+use super::progress::Progress;
 use crate::error::Result;
 use crate::lm::config::SweepConfig;
 use crate::lm::data::{window_starts, TargetRegion};
@@ -134,13 +135,15 @@ impl SweepConfig {
 }
 
 /// `posenc sweep --plan`: one line per item (training steps x bytes per step at its length,
-/// validation and evaluation positions in millions), then the totals by length.
-pub fn plan_text(costs: &[ItemCost]) -> String {
+/// validation and evaluation positions in millions, whether it is finished), the totals by
+/// length, then what is finished and an estimate of the time the rest takes ([`Progress`]).
+pub fn plan_text(costs: &[ItemCost], progress: &Progress) -> String {
     let mb = |x: usize| x as f64 / 1e6;
     let mut out = format!(
-        "{:<28} {:>22} {:>9} {:>8} {:>9}\n",
-        "item", "training", "train MB", "valid M", "eval M"
+        "{:<28} {:>22} {:>9} {:>8} {:>9} {:>5}\n",
+        "item", "training", "train MB", "valid M", "eval M", "done"
     );
+    let (mut finished, mut left_seconds, mut unestimated) = (0, 0.0, 0);
     let mut train: BTreeMap<usize, usize> = BTreeMap::new();
     let mut eval: BTreeMap<usize, usize> = BTreeMap::new();
     for c in costs {
@@ -149,14 +152,24 @@ pub fn plan_text(costs: &[ItemCost]) -> String {
         } else {
             format!("{} x {} x {}", c.steps, c.batch, c.train_len)
         };
+        let done = progress.is_finished(&c.name);
+        if done {
+            finished += 1;
+        } else {
+            match progress.estimate(&c.name, c.steps > 0) {
+                Some(s) => left_seconds += s,
+                None => unestimated += 1,
+            }
+        }
         let _ = writeln!(
             out,
-            "{:<28} {:>22} {:>9.2} {:>8.2} {:>9.2}",
+            "{:<28} {:>22} {:>9.2} {:>8.2} {:>9.2} {:>5}",
             c.name,
             training,
             mb(c.train_bytes()),
             mb(c.valid_positions),
-            mb(c.eval_total())
+            mb(c.eval_total()),
+            if done { "yes" } else { "" }
         );
         if c.steps > 0 {
             *train.entry(c.train_len).or_default() += c.train_bytes();
@@ -183,6 +196,24 @@ pub fn plan_text(costs: &[ItemCost]) -> String {
         total(&eval),
         by_length(&eval)
     );
+    let left = costs.len() - finished;
+    let _ = write!(
+        out,
+        "finished: {finished} of {} items (their rows are in the results table); left: {left}",
+        costs.len()
+    );
+    if left > unestimated {
+        let _ = write!(
+            out,
+            ", about {left_seconds:.0} s ({:.1} h) of one worker at the times their finished \
+             seeds took",
+            left_seconds / 3600.0
+        );
+    }
+    if unestimated > 0 {
+        let _ = write!(out, " ({unestimated} with no finished seed, not estimated)");
+    }
+    out.push('\n');
     out
 }
 
@@ -254,7 +285,7 @@ mod tests {
         // the budget control: twice the steps and validation points
         let budget = &costs[3];
         assert_eq!((budget.steps, budget.valid_positions), (20, 4 * 3 * 128));
-        let text = plan_text(&costs);
+        let text = plan_text(&costs, &Progress::default());
         assert!(text.contains("rope-ft-yarn-x2/seed0"), "{text}");
         assert!(text.contains("4 x 1 x 256"), "{text}");
         // training: 5120 + 10240 at 128, 1024 at 256
@@ -263,5 +294,41 @@ mod tests {
             "{text}"
         );
         assert!(text.starts_with("item"), "{text}");
+        assert!(
+            text.ends_with(
+                "finished: 0 of 4 items (their rows are in the results table); left: 4 \
+                 (4 with no finished seed, not estimated)\n"
+            ),
+            "{text}"
+        );
+    }
+
+    /// A finished item is marked and not counted in what is left; the others are estimated
+    /// from their finished seeds.
+    #[test]
+    fn the_plan_says_what_is_finished_and_estimates_the_rest() {
+        let c: SweepConfig = serde_json::from_str(
+            r#"{"schemes": ["nope"], "seeds": [0, 1, 2],
+                "finetune": {"kinds": [], "controls": []}, "budget_control": {"schemes": []}}"#,
+        )
+        .unwrap();
+        let items = c.items();
+        let costs = c.costs(&items, 100_000, 300_000).unwrap();
+        let progress = Progress::from_timings([super::super::SweepTiming {
+            name: "nope/seed0".into(),
+            train_seconds: 1000.0,
+            eval_seconds: 800.0,
+        }]);
+        let text = plan_text(&costs, &progress);
+        let line = |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap();
+        assert!(line("nope/seed0").ends_with("yes"), "{text}");
+        assert!(!line("nope/seed1").ends_with("yes"), "{text}");
+        assert!(
+            text.ends_with(
+                "finished: 1 of 3 items (their rows are in the results table); left: 2, about \
+                 3600 s (1.0 h) of one worker at the times their finished seeds took\n"
+            ),
+            "{text}"
+        );
     }
 }

@@ -18,14 +18,16 @@
 //! run side by side into one folder, their merges of the tables one at a time.
 //!
 //! The plan (items, `--only`, `--shard`) is in `plan.rs`, what each item costs (`--plan`) in
-//! `cost.rs`, where each item writes in `store.rs`, the reuse policy in `reuse.rs`, one item's
-//! training and evaluation in `item.rs`, the locks in `locks.rs`, the worker threads in
-//! `queue.rs`; this module checks everything and runs them.
+//! `cost.rs` and what is finished and left in `progress.rs`, where each item writes in
+//! `store.rs`, the reuse policy in `reuse.rs`, one item's training and evaluation in `item.rs`,
+//! the locks in `locks.rs`, the worker threads in `queue.rs`; this module checks everything
+//! and runs them.
 
 mod cost;
 mod item;
 mod locks;
 mod plan;
+mod progress;
 mod queue;
 mod reuse;
 mod store;
@@ -49,6 +51,7 @@ pub use cost::{plan_text, ItemCost};
 use item::{print_rows, run_item};
 use locks::SweepLocks;
 pub use plan::{Item, Selection};
+pub use progress::Progress;
 use queue::run_queue;
 use store::merge_outputs;
 pub use store::SweepTiming;

@@ -6,7 +6,6 @@
 //! evaluation ([`reusable_rows`]).
 
 use std::path::Path;
-use std::time::Instant;
 
 use burn::tensor::Device;
 
@@ -119,8 +118,9 @@ pub(super) fn why_not_reusable(
 }
 
 /// Trains into `dir`, whose exclusive `lock` the caller holds, unless a finished checkpoint
-/// trained from the same everything is there ([`why_not_reusable`]); returns the training
-/// seconds (0 when reused).
+/// trained from the same everything is there ([`why_not_reusable`]); a training killed midway
+/// continues from its snapshot ([`crate::lm::snapshot`]). Returns the training seconds, those
+/// before a kill included (0 when reused).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn ensure_trained(
     config: &SweepConfig,
@@ -144,7 +144,6 @@ pub(super) fn ensure_trained(
             }
         }
     }
-    let t = Instant::now();
     let (info, _) = train_holding(
         &TrainRun {
             model: model.clone(),
@@ -156,6 +155,12 @@ pub(super) fn ensure_trained(
             init: from.init.map(Path::to_path_buf),
             stop_after: None,
             save_every: 0,
+            // a kill (the end of a sitting) loses at most a twentieth of the steps
+            snapshot_every: if config.reuse {
+                (train_cfg.steps / 20).max(1)
+            } else {
+                0
+            },
             log_every: (train_cfg.steps / 6).max(1),
             progress,
             dtype: config.dtype,
@@ -172,7 +177,7 @@ pub(super) fn ensure_trained(
         info.train_seconds,
         info.final_train_loss.unwrap_or(f64::NAN)
     ));
-    Ok(t.elapsed().as_secs_f64())
+    Ok(info.train_seconds)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::process::{Output, Stdio};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use super::{step_of, succeeded, tiny_flags};
+use super::{step_of, succeeded, sweep_args, sweep_config, tiny_flags};
 use crate::support::cli::command;
 use crate::support::model::corpus;
 
@@ -178,45 +178,6 @@ fn two_trainings_into_one_folder_train_once_and_refuse_the_second_at_once() {
         .output()
         .unwrap();
     succeeded(&eval);
-}
-
-/// A tiny sweep writing under `dir`: RoPE (with two scalings at inference) and NoPE, one seed;
-/// `steps` of training each.
-fn sweep_config(dir: &Path, steps: usize) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join("config.json");
-    let json = format!(
-        r#"{{
-  "model": {{"layers": 1, "d_model": 16, "heads": 2, "d_ff": 32, "train_len": 16,
-            "max_positions": 16}},
-  "train": {{"batch": 4, "steps": {steps}, "warmup": 1, "valid_every": 100, "valid_bytes": 64}},
-  "schemes": ["rope", "nope"],
-  "rope_inference": ["dynamic", "linear"],
-  "eval": {{"lengths": [16, 32], "max_bytes": 256, "sliding_max_bytes": 128}},
-  "finetune": {{"kinds": [], "controls": []}},
-  "budget_control": {{"schemes": []}},
-  "seeds": [0],
-  "checkpoints": "{0}/checkpoints",
-  "results": "{0}/results/ppl.csv",
-  "dtype": "f32"
-}}"#,
-        dir.display()
-    );
-    std::fs::write(&path, json).unwrap();
-    path
-}
-
-/// `posenc sweep --config CONFIG` on `corpus` with `extra`, one job unless it says.
-fn sweep_args(config: &Path, corpus: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec!["sweep".into(), "--config".into()];
-    args.push(config.display().to_string());
-    args.extend(["--corpus".into(), corpus.display().to_string()]);
-    args.push("--quiet".into());
-    if !extra.contains(&"--jobs") {
-        args.extend(["--jobs".into(), "1".into()]);
-    }
-    args.extend(extra.iter().map(ToString::to_string));
-    args
 }
 
 #[test]

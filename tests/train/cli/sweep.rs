@@ -142,7 +142,7 @@ fn sweep_items_list_shard_merge_and_resume() {
     );
     let plan = String::from_utf8(plan.stdout).unwrap();
     let lines: Vec<&str> = plan.lines().collect();
-    assert_eq!(lines.len(), 4, "{plan}");
+    assert_eq!(lines.len(), 5, "{plan}");
     assert!(
         lines[1].starts_with("rope/dynamic/seed3") && lines[1].contains(" - "),
         "{plan}"
@@ -152,8 +152,24 @@ fn sweep_items_list_shard_merge_and_resume() {
         "{plan}"
     );
     assert!(lines[3].starts_with("total: 2 items"), "{plan}");
+    assert!(
+        lines[4].starts_with("finished: 0 of 2 items") && lines[4].contains("not estimated"),
+        "{plan}"
+    );
     assert!(!whole.join("results").exists(), "--plan writes nothing");
     run(&whole_config, &[]);
+    // --plan now marks every item finished
+    let plan = String::from_utf8(run(&whole_config, &["--plan"]).stdout).unwrap();
+    assert_eq!(
+        plan.lines().filter(|l| l.ends_with(" yes")).count(),
+        11,
+        "{plan}"
+    );
+    assert!(
+        plan.trim_end()
+            .ends_with("finished: 11 of 11 items (their rows are in the results table); left: 0"),
+        "{plan}"
+    );
     let table = |dir: &Path| std::fs::read_to_string(dir.join("results/ppl.csv")).unwrap();
     let expected = table(&whole);
     // 11 items x 2 lengths x 2 modes

@@ -2,10 +2,11 @@
 //! periodic saves, and the same weights on any number of threads.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{
-    fails_tiny_with, fails_with, step_of, succeeded, tiny_flags, tiny_flags_but, train_tiny,
+    fails_tiny_with, fails_with, kill_once_exists, step_of, succeeded, tiny_flags, tiny_flags_but,
+    train_tiny,
 };
 use crate::support::cli::{command, posenc};
 use crate::support::model::corpus;
@@ -229,24 +230,14 @@ fn a_killed_training_keeps_its_last_periodic_checkpoint_whole_and_resumes() {
     .collect();
     args.extend(["--out".to_string(), out.display().to_string()]);
     args.extend(tiny_flags(corpus));
-    let mut child = command()
+    let child = command()
         .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // kill it (SIGKILL) once a periodic checkpoint exists, wherever it is in its next save
-    let began = Instant::now();
-    while !out.join("config.json").exists() {
-        assert!(
-            began.elapsed() < Duration::from_secs(120),
-            "no checkpoint after 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    // kill it once a periodic checkpoint exists, wherever it is in its next save
+    kill_once_exists(child, &out.join("config.json"), Duration::from_millis(300));
     // whatever the moment, a reader finds a whole checkpoint at a multiple of 3 steps
     let eval = posenc(&[
         "eval",

@@ -33,6 +33,7 @@ fn trained(c: &ModelConfig, kernels: Kernels, corpus: &Path) -> (Vec<f64>, Lm) {
         init: None,
         stop_after: None,
         save_every: 0,
+        snapshot_every: 0,
         log_every: 0,
         progress: false,
         dtype: posenc::lm::checkpoint::WeightDtype::F32,
