@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::plan::Item;
-use super::store::{read_record, SweepTiming};
+use super::store::{finished_record, SweepTiming};
 use crate::lm::config::SweepConfig;
 use crate::lm::train::read_info;
 
@@ -36,7 +36,7 @@ impl Progress {
         let finished = items
             .iter()
             .filter_map(|item| {
-                let record = read_record(config, item).filter(|r| r.evaluates_as(config, item))?;
+                let record = finished_record(config, item)?;
                 let mut timing = record.timing;
                 if timing.train_seconds == 0.0 && !matches!(item, Item::Inference(..)) {
                     if let Ok(info) = read_info(&config.item_dir(item)) {
