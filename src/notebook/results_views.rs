@@ -10,9 +10,10 @@ use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 
 use super::display::Figure;
 use super::figures::{heatmap, BandSeries};
+use crate::lm::config::SweepConfig;
 use crate::results::{
-    seed_summaries, with_seed_count, AtLength, Break, CurvePoint, Mode, ModelKey, Plateau,
-    Reproduction, ResultRow,
+    planned_seeds, seed_summaries, with_seed_count, AtLength, Break, CurvePoint, Mode, ModelKey,
+    Plateau, Reproduction, ResultRow,
 };
 use crate::{Error, Result};
 
@@ -40,11 +41,12 @@ pub fn text_frame(header: &[String], cells: &[Vec<String>]) -> Result<DataFrame>
 }
 
 /// Every model of the rows ([`crate::results::models_with_seeds`]) with `seeds present`
-/// (`0, 1, 2`) and `of planned` (`3 of 3`).
+/// (`0, 1, 2`) and `of planned` (`3 of 3`: the seeds the `record` plans for that model,
+/// [`crate::results::planned_seeds`]).
 ///
 /// # Errors
 /// [`Error::Io`] if polars refuses the columns.
-pub fn seeds_frame(rows: &[ResultRow], planned: &[u64]) -> Result<DataFrame> {
+pub fn seeds_frame(rows: &[ResultRow], record: &SweepConfig) -> Result<DataFrame> {
     let models = crate::results::models_with_seeds(rows);
     let list = |s: &[u64]| s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
     frame(vec![
@@ -62,7 +64,7 @@ pub fn seeds_frame(rows: &[ResultRow], planned: &[u64]) -> Result<DataFrame> {
             "of planned".into(),
             models
                 .iter()
-                .map(|m| format!("{} of {}", m.1.len(), planned.len()))
+                .map(|m| format!("{} of {}", m.1.len(), planned_seeds(record, &m.0).len()))
                 .collect::<Vec<_>>(),
         )
         .into(),
@@ -172,10 +174,11 @@ pub fn plateau_frame(plateaus: &[Plateau]) -> Result<DataFrame> {
 /// The validation curves over seeds as one band per model, for
 /// [`super::lines_with_bands`]: x in MB of training text (a fine-tune's counted from
 /// `finetune_offset` bytes, the budget of the run it starts from), the mean, and the lowest
-/// and highest seed; each named with its seed count when below `planned`.
+/// and highest seed; each named with its seed count when below the seeds the `record` plans
+/// for it ([`crate::results::planned_seeds`]).
 pub fn validation_bands(
     points: &[CurvePoint],
-    planned: usize,
+    record: &SweepConfig,
     finetune_offset: f64,
 ) -> Vec<BandSeries> {
     let mut models: Vec<&ModelKey> = Vec::new();
@@ -196,7 +199,7 @@ pub fn validation_bands(
             let seeds = at.iter().map(|p| p.seeds).min().unwrap_or(0);
             let pick = |f: fn(&CurvePoint) -> f64| at.iter().map(|p| f(p)).collect::<Vec<f64>>();
             (
-                with_seed_count(&model.label(), seeds, planned),
+                with_seed_count(&model.label(), seeds, planned_seeds(record, model).len()),
                 at.iter().map(|p| (offset + p.bytes as f64) / 1e6).collect(),
                 pick(|p| p.mean),
                 pick(|p| p.min),
@@ -357,7 +360,11 @@ mod tests {
             row("ntk", 128, 0, Some(1.0)),
             row("ntk", 256, 0, Some(2.0)),
         ];
-        let seeds = seeds_frame(&rows, &[0, 1, 2]).unwrap();
+        let record = SweepConfig {
+            seeds: vec![0, 1, 2],
+            ..SweepConfig::default()
+        };
+        let seeds = seeds_frame(&rows, &record).unwrap();
         assert_eq!(column_str(&seeds, "model").unwrap(), ["rope", "rope/ntk"]);
         assert_eq!(column_str(&seeds, "seeds present").unwrap(), ["0, 2", "0"]);
         assert_eq!(
@@ -400,7 +407,8 @@ mod tests {
             min: 1.9,
             max: 2.1,
         };
-        let bands = validation_bands(&[point("base", 3), point("ft-yarn", 1)], 3, 8e6);
+        let record = SweepConfig::default(); // fine-tunes at 3 seeds
+        let bands = validation_bands(&[point("base", 5), point("ft-yarn", 1)], &record, 8e6);
         assert_eq!(bands[0].0, "rope");
         assert_eq!(bands[1].0, "rope/ft-yarn (1 of 3 seeds)");
         assert_eq!(bands[1].1, [9.0]);

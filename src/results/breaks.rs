@@ -13,8 +13,10 @@ use std::path::Path;
 
 use super::checks::models_with_seeds;
 use super::files::{read_per_position, PER_POSITION_DIR};
+use super::record::planned_seeds;
 use super::rows::{with_seed_count, ModelKey, ResultRow};
 use crate::error::ensure;
+use crate::lm::config::SweepConfig;
 use crate::Result;
 
 /// The per-position file of `model` and `seed` under a results folder:
@@ -42,8 +44,10 @@ pub struct PositionCurve {
 
 impl PositionCurve {
     /// The curve as one named series of a figure: its label with its seed count when it has
-    /// fewer than `planned` seeds ([`with_seed_count`]), and the binned loss.
-    pub fn series(&self, planned: usize) -> (String, Vec<f64>) {
+    /// fewer than the `record` plans for it ([`with_seed_count`], [`planned_seeds`]), and the
+    /// binned loss.
+    pub fn series(&self, record: &SweepConfig) -> (String, Vec<f64>) {
+        let planned = planned_seeds(record, &self.model).len();
         let name = with_seed_count(&self.model.label(), self.seeds.len(), planned);
         (name, self.loss.clone())
     }

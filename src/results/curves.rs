@@ -6,9 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use super::record::planned_seeds;
 use super::rows::{with_seed_count, CurveRow, Mode, ModelKey, ResultRow};
 use super::stats::{mean_and_sd, seed_summaries, SeedSummary};
 use crate::error::{ensure, invalid};
+use crate::lm::config::SweepConfig;
 use crate::Result;
 
 /// One model's loss against length over its training seeds ([`seed_curves`]).
@@ -39,9 +41,11 @@ impl SeedCurve {
     }
 
     /// The curve as one series of a figure with bands (`(name, x, y, lower, upper)`, the
-    /// notebooks' `BandSeries`): its label with its seed count when it has fewer than
-    /// `planned` seeds ([`with_seed_count`]), the lengths, the mean, and mean ∓ sd.
-    pub fn band(&self, planned: usize) -> (String, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    /// notebooks' `BandSeries`): its label with its seed count when it has fewer than the
+    /// `record` plans for it ([`with_seed_count`], [`planned_seeds`]), the lengths, the mean,
+    /// and mean ∓ sd.
+    pub fn band(&self, record: &SweepConfig) -> (String, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+        let planned = planned_seeds(record, &self.model).len();
         (
             with_seed_count(&self.model.label(), self.seeds.len(), planned),
             self.lengths.clone(),
@@ -327,11 +331,16 @@ mod tests {
         assert!((rope.upper()[2] - (3.5 + 0.5f64.sqrt())).abs() < 1e-12);
         assert!((rope.lower()[2] - (3.5 - 0.5f64.sqrt())).abs() < 1e-12);
         assert_eq!(curves[1].sd, [0.0, 0.0, 0.0]);
-        let (name, x, mean, lower, upper) = rope.band(3);
+        let mut record = SweepConfig {
+            seeds: vec![0, 1, 2],
+            ..SweepConfig::default()
+        };
+        let (name, x, mean, lower, upper) = rope.band(&record);
         assert_eq!(name, "rope (2 of 3 seeds)");
         assert_eq!((x, mean), (rope.lengths.clone(), rope.mean.clone()));
         assert_eq!((lower, upper), (rope.lower(), rope.upper()));
-        assert_eq!(rope.band(2).0, "rope");
+        record.seeds = vec![0, 1];
+        assert_eq!(rope.band(&record).0, "rope");
         // one seed: sd 0, the row's own values
         let one =
             seed_curves(&sample(), Mode::Nonoverlap, |m| m.label() == "rope/ft-yarn").unwrap();

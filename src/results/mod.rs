@@ -70,7 +70,10 @@ pub use markdown::{
     plateau_markdown, primary_mode, report, results_markdown, table_markdown, DEFAULT_REFERENCE,
 };
 pub use paired::{matched_segments, paired_difference, PairedDifference, WindowKey};
-pub use record::{expected_factor, factor_problems, read_record, row_problems, RECORD_FILE};
+pub use record::{
+    expected_factor, factor_problems, planned_seeds, read_record, row_problems, seed_gaps,
+    RECORD_FILE,
+};
 pub use rope_methods::{rope_methods, RopeMethod};
 pub use rows::{
     with_seed_count, CurveRow, Mode, ModelKey, PositionRow, ResultRow, Scheme, WindowRow, BASE,

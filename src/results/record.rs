@@ -9,13 +9,13 @@
 //! dynamic NTK (its base grows with $L$ instead), $f$ for a fine-tune at $f \cdot L_{train}$
 //! scored with the scaling it was trained with (`ft-yarn-x4`), $L / L_{train}$ again for one
 //! scored with the matched factor (`ft-yarn-matched`), and no factor for a model without a
-//! RoPE scaling (`base`, `rerope`, `log-n`, a control `ft-x16`).
+//! RoPE scaling (`base`, a budget control `budget-x2`, `rerope`, `log-n`, a control `ft-x16`).
 
 use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::rows::{ModelKey, ResultRow, BASE};
+use super::rows::{is_budget_variant, ModelKey, ResultRow, BASE};
 use crate::encodings::rope::{RampBounds, ScalingKind};
 use crate::error::{Error, Result};
 use crate::lm::config::{InferenceMethod, SweepConfig};
@@ -84,8 +84,8 @@ fn upgrade_single_factor(config: &mut Value) {
 /// documentation), for a sweep trained at `record.model.train_len`.
 ///
 /// # Errors
-/// [`Error::InvalidParameter`] for a variant that is neither `base`, a fine-tune (`ft-…`) nor
-/// an inference method of the sweep, and for an unmatched fine-tune without a factor in its
+/// [`Error::InvalidParameter`] for a variant that is neither `base`, a budget control
+/// (`budget-x…`), a fine-tune (`ft-…`) nor an inference method of the sweep, and for an unmatched fine-tune without a factor in its
 /// name when the record has several.
 ///
 /// # Examples
@@ -104,8 +104,8 @@ pub fn expected_factor(
     eval_len: usize,
 ) -> Result<Option<f64>> {
     let matched = eval_len as f64 / record.model.train_len.max(1) as f64;
-    if variant == BASE {
-        return Ok(None);
+    if variant == BASE || is_budget_variant(variant) {
+        return Ok(None); // trained from scratch, without a scaling
     }
     if let Some(tune) = variant.strip_prefix("ft-") {
         if tune.ends_with("-matched") {
@@ -219,6 +219,45 @@ pub fn row_problems(record: &SweepConfig, rows: &[ResultRow]) -> Vec<String> {
     problems
 }
 
+/// The training seeds the record plans for `model`: the fine-tunes' (`finetune.seeds`) for a
+/// fine-tune (`ft-…`), the budget control's (`budget_control.seeds`) for `budget-x…`, and every
+/// seed of the sweep (`seeds`) otherwise: a model trained from scratch and the RoPE extensions
+/// at inference, which score its checkpoints.
+///
+/// # Examples
+/// ```
+/// use posenc::lm::config::SweepConfig;
+/// use posenc::results::{planned_seeds, ModelKey, Scheme};
+/// let record = SweepConfig::default(); // seeds 0 to 4, fine-tunes and budget control 0 to 2
+/// assert_eq!(planned_seeds(&record, &ModelKey::base(Scheme::T5)), [0, 1, 2, 3, 4]);
+/// assert_eq!(planned_seeds(&record, &ModelKey::new(Scheme::Rope, "yarn")), [0, 1, 2, 3, 4]);
+/// assert_eq!(planned_seeds(&record, &ModelKey::new(Scheme::Rope, "ft-yarn-x4")), [0, 1, 2]);
+/// assert_eq!(planned_seeds(&record, &ModelKey::new(Scheme::Nope, "budget-x2")), [0, 1, 2]);
+/// ```
+pub fn planned_seeds<'a>(record: &'a SweepConfig, model: &ModelKey) -> &'a [u64] {
+    if model.is_finetune() {
+        &record.finetune.seeds
+    } else if model.is_budget_control() {
+        &record.budget_control.seeds
+    } else {
+        &record.seeds
+    }
+}
+
+/// One entry per model of the rows whose seeds are not the ones the record plans for it
+/// ([`planned_seeds`]): `label (seeds [0, 1] of [0, 1, 2, 3, 4])`, in order of first
+/// appearance; empty when every model has every planned seed and no other.
+pub fn seed_gaps(record: &SweepConfig, rows: &[ResultRow]) -> Vec<String> {
+    super::checks::models_with_seeds(rows)
+        .into_iter()
+        .filter_map(|(model, seeds)| {
+            let planned = planned_seeds(record, &model);
+            (seeds != planned)
+                .then(|| format!("{} (seeds {seeds:?} of {planned:?})", model.label()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +302,39 @@ mod tests {
             .any(|r| r.describe() == "fine-tune x2 (yarn)"));
     }
 
+    /// A model is complete with the seeds of its kind: every seed from scratch and at
+    /// inference, the fine-tunes' and the budget control's own (0 to 2 by default).
+    #[test]
+    fn seed_gaps_name_the_models_without_their_planned_seeds() {
+        let record = SweepConfig::default();
+        let mut rows = Vec::new();
+        for (scheme, variant, seeds) in [
+            (Scheme::Rope, "base", 0..2),
+            (Scheme::Rope, "ft-yarn-x2", 0..3),
+            (Scheme::Alibi, "base", 0..5),
+            (Scheme::Nope, "budget-x2", 0..2),
+            (Scheme::Rope, "yarn", 0..5),
+        ] {
+            for seed in seeds {
+                rows.push(ResultRow::example(scheme, variant, 128, seed, 1.5));
+                rows.push(ResultRow::example(scheme, variant, 256, seed, 1.5));
+            }
+        }
+        assert_eq!(
+            seed_gaps(&record, &rows),
+            [
+                "rope (seeds [0, 1] of [0, 1, 2, 3, 4])",
+                "nope/budget-x2 (seeds [0, 1] of [0, 1, 2])"
+            ]
+        );
+        rows.push(ResultRow::example(Scheme::Rope, "ft-yarn-x2", 128, 4, 1.5));
+        assert_eq!(
+            seed_gaps(&record, &rows)[1],
+            "rope/ft-yarn-x2 (seeds [0, 1, 2, 4] of [0, 1, 2])",
+            "a seed the record does not plan is a gap too"
+        );
+    }
+
     #[test]
     fn every_variant_has_its_factor() {
         let mut record = SweepConfig::default();
@@ -273,6 +345,7 @@ mod tests {
         assert_eq!(at(&record, "log-n", 512), None);
         assert_eq!(at(&record, "ft-linear-x8", 128), Some(8.0));
         assert_eq!(at(&record, "ft-x16", 128), None);
+        assert_eq!(at(&record, "budget-x2", 2048), None);
         assert_eq!(at(&record, "ft-yarn-matched", 1024), Some(8.0));
         assert!(expected_factor(&record, "ft-yarn", 128).is_err()); // four factors
         assert!(expected_factor(&record, "wobble", 128).is_err());

@@ -28,6 +28,11 @@ pub struct ModelKey {
     pub variant: String,
 }
 
+/// Whether `variant` names a budget control (`budget-x2`).
+pub(crate) fn is_budget_variant(variant: &str) -> bool {
+    variant.starts_with("budget-x")
+}
+
 impl ModelKey {
     /// The model `scheme`/`variant`.
     pub fn new(scheme: Scheme, variant: impl Into<String>) -> Self {
@@ -50,6 +55,12 @@ impl ModelKey {
     /// Whether this is a fine-tune (`ft-KIND`, `ft-KIND-matched`).
     pub fn is_finetune(&self) -> bool {
         self.variant.starts_with("ft-")
+    }
+
+    /// Whether this is a budget control: a scheme trained from scratch with a multiple of the
+    /// bytes (`budget-x2`).
+    pub fn is_budget_control(&self) -> bool {
+        is_budget_variant(&self.variant)
     }
 
     /// The model's name in tables, figures and sentences: `scheme` for a base model,

@@ -482,4 +482,31 @@ mod tests {
             "the variant of the results rows"
         );
     }
+
+    /// The results' account of the seeds each model should have (`planned_seeds`, from the
+    /// variant of its rows) is the plan's: the seeds of its items, for the sweep of record's
+    /// configuration (fine-tunes and the budget control at 3 of its 5 seeds).
+    #[test]
+    fn the_results_plan_the_seeds_of_the_items() {
+        let config = SweepConfig::default();
+        let items = config.items();
+        let mut models: Vec<(crate::results::ModelKey, Vec<u64>)> = Vec::new();
+        for item in &items {
+            let key = crate::results::ModelKey::new(item.scheme(), item.variant());
+            match models.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, seeds)) => seeds.push(item.seed()),
+                None => models.push((key, vec![item.seed()])),
+            }
+        }
+        assert!(models.iter().any(|(_, s)| s.len() == 3));
+        assert!(models.iter().any(|(_, s)| s.len() == 5));
+        for (model, seeds) in &models {
+            assert_eq!(
+                crate::results::planned_seeds(&config, model),
+                seeds.as_slice(),
+                "{}",
+                model.label()
+            );
+        }
+    }
 }
