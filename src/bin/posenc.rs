@@ -63,8 +63,9 @@ enum Command {
     /// over seeds at each length, parameters and seeds; with per-window losses, each model's
     /// change from the shortest length to the longest with its uncertainty over seeds and over
     /// the text, t-tested with a Holm correction and ranked, and tested against a reference
-    /// model's change; with curves.csv, what each training run gained over its last 20% (the
-    /// README's results section).
+    /// model's change; the tables of the other window modes; with curves.csv, what each
+    /// training run gained over its last 20% (--part table: the README's results section,
+    /// --part details: docs/results.md).
     Report {
         /// The results folder: ppl_vs_length.csv and, when present, windows/*.csv and
         /// curves.csv.
@@ -78,6 +79,11 @@ enum Command {
         /// rope/ft-yarn), or none [default: alibi when the table has it].
         #[arg(long)]
         reference: Option<String>,
+        /// What to print: all; table (the table with its tests and the plateau totals); or
+        /// details (the tests against the reference, the other modes' tables, every run's
+        /// gain).
+        #[arg(long, default_value = "all")]
+        part: String,
     },
     /// Train the byte-level language model with one position scheme.
     #[cfg(feature = "train")]
@@ -258,8 +264,12 @@ fn run(cli: Cli) -> Result<String, String> {
             results,
             mode,
             reference,
+            part,
         } => {
-            return posenc::results::report(&results, mode.as_deref(), reference.as_deref())
+            return posenc::results::ReportPart::from_name(&part)
+                .and_then(|part| {
+                    posenc::results::report(&results, mode.as_deref(), reference.as_deref(), part)
+                })
                 .map_err(|e| e.to_string())
         }
         Command::Rope(args) => return rope::run(&args),

@@ -1,26 +1,21 @@
-//! The results section of the README, generated from a sweep's results folder so that every
-//! number and every sentence in it follows from the shipped data (`posenc report`; a test
-//! compares the README with it): the [`ResultsTable`] of one window mode as markdown with,
+//! The results section of the README and its page of details, generated from a sweep's
+//! results folder so that every number and every sentence in them follows from the shipped
+//! data (`posenc report`, [`super::report`]; a test compares the documents with it): the
+//! [`ResultsTable`] of one window mode as markdown with,
 //! given per-window losses, the sentences that sort the models by the verdicts of its tests
 //! (a $t$ test over seeds, Holm-corrected across the table, beside a bootstrap over the text),
 //! the test of each change against a reference model's, and, given the validation curves, what
 //! every training run gained over its last 20 % of steps ([`plateau_markdown`]).
 
 use std::fmt::Write;
-use std::path::Path;
 
-use super::curves::{plateaus, Plateau, PLATEAU_GAIN};
-use super::files::{read_curves, read_results_dir, CURVES_FILE};
+use super::curves::{Plateau, PLATEAU_GAIN};
 use super::inference::{holm_critical_t, Verdict, ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
-use super::rows::{Mode, ModelKey, ResultRow, Scheme, WindowRow};
+use super::rows::{Mode, ModelKey, ResultRow, WindowRow};
 use super::stats::mean_and_sd;
 use super::table::ResultsTable;
 use crate::named::Named;
 use crate::Result;
-
-/// The reference model of `posenc report` when none is named: ALiBi as trained, whose loss
-/// the literature finds flat past the training length.
-pub const DEFAULT_REFERENCE: Scheme = Scheme::Alibi;
 
 /// The markdown table of the rows of `mode` (`matched`, `nonoverlap` or `sliding`) and, with
 /// `windows`, its tests and their sentences, without a reference model:
@@ -46,56 +41,17 @@ pub fn primary_mode(rows: &[ResultRow]) -> Option<Mode> {
         .find(|m| rows.iter().any(|r| r.mode == *m))
 }
 
-/// `posenc report`: the results folder `dir` (`ppl_vs_length.csv` and, when present, its
-/// `windows/` folder and `curves.csv`) as markdown, without the final newline: the table of
-/// `mode` (default [`primary_mode`]) with its tests against `reference` (a model label such
-/// as `alibi` or `rope/ft-yarn`; default [`DEFAULT_REFERENCE`] when the table has it; `none`
-/// for no reference), then [`plateau_markdown`] of the curves.
-///
-/// # Errors
-/// As [`read_results_dir`], [`read_curves`] and [`ResultsTable::with_reference`]; a mode the
-/// rows do not have, or a reference that is not a model of the table.
-pub fn report(dir: &Path, mode: Option<&str>, reference: Option<&str>) -> Result<String> {
-    let (rows, windows) = read_results_dir(dir)?;
-    let mode = match mode {
-        Some(name) => Mode::from_name(name)?,
-        None => primary_mode(&rows).unwrap_or(Mode::Matched),
-    };
-    let in_mode = |key: &ModelKey| rows.iter().any(|r| r.mode == mode && r.key() == *key);
-    let reference = match reference {
-        Some("none") => None,
-        Some(label) => Some(model_of(&rows, label)?),
-        None => Some(ModelKey::base(DEFAULT_REFERENCE)).filter(|k| in_mode(k)),
-    };
-    let table = ResultsTable::with_reference(&rows, windows.as_deref(), mode, reference.as_ref())?;
-    let mut out = table_markdown(&table);
-    let curves = dir.join(CURVES_FILE);
-    if curves.is_file() {
-        out.push('\n');
-        out.push_str(&plateau_markdown(&plateaus(&read_curves(&curves)?)?));
-    }
-    Ok(out.trim_end().to_string())
-}
-
-/// The model of the rows whose label ([`ModelKey::label`]) is `label`.
-fn model_of(rows: &[ResultRow], label: &str) -> Result<ModelKey> {
-    rows.iter()
-        .map(ResultRow::key)
-        .find(|k| k.label() == label)
-        .ok_or_else(|| {
-            crate::error::invalid(
-                "reference",
-                label,
-                "a model of the results (its label, as the table names it), or none",
-            )
-        })
-}
-
-/// The table as markdown: a line on the mode, [`ResultsTable::header`], a rule, a line per
-/// row of [`ResultsTable::cells`]; with the change, a paragraph on its ranking, uncertainties
-/// and verdicts naming the models by [`Verdict`]; with a reference, its table
-/// ([`ResultsTable::reference_header`]) and verdicts.
+/// The table as markdown: [`main_markdown`], then, with a reference, [`reference_markdown`].
 pub fn table_markdown(table: &ResultsTable) -> String {
+    let mut out = main_markdown(table);
+    out.push_str(&reference_markdown(table));
+    out
+}
+
+/// The table without its reference: a line on the mode, [`ResultsTable::header`], a rule, a
+/// line per row of [`ResultsTable::cells`]; with the change, a paragraph on its ranking,
+/// uncertainties and verdicts naming the models by [`Verdict`].
+pub fn main_markdown(table: &ResultsTable) -> String {
     let caveat = match table.mode {
         Mode::Matched => "",
         Mode::Nonoverlap => {
@@ -147,6 +103,13 @@ pub fn table_markdown(table: &ResultsTable) -> String {
         }
         out.push('\n');
     }
+    out
+}
+
+/// The table's tests against its reference model ([`ResultsTable::reference_header`] over
+/// [`ResultsTable::reference_cells`]) and their verdicts; empty without a reference.
+pub fn reference_markdown(table: &ResultsTable) -> String {
+    let mut out = String::new();
     if let Some(reference) = &table.reference {
         let label = reference.label();
         let _ = write!(
@@ -262,21 +225,27 @@ pub fn plateau_markdown(plateaus: &[Plateau]) -> String {
             ]
         })
         .collect();
-    let measured = plateaus.iter().filter(|p| p.reached().is_some()).count();
-    let reached = plateaus
-        .iter()
-        .filter(|p| p.reached() == Some(true))
-        .count();
     let mut out = format!(
         "Training: the validation loss each run gained over its last 20 % of steps (from its \
          last validation at or before 80 % of its steps to its last); a run has reached its \
          plateau when it gains less than {PLATEAU_GAIN:.3} nats per byte.\n\n"
     );
     out.push_str(&markdown_table(&header, &cells));
-    let _ = write!(
-        out,
-        "\nRuns on their plateau: {reached} of {measured} with a gain to measure"
-    );
+    out.push('\n');
+    out.push_str(&plateau_summary(plateaus));
+    out
+}
+
+/// The totals of [`plateau_markdown`] in one sentence: how many runs with a validation point
+/// at or before 80 % of their steps gained less than [`PLATEAU_GAIN`] over the rest, and how
+/// many had no such point.
+pub fn plateau_summary(plateaus: &[Plateau]) -> String {
+    let measured = plateaus.iter().filter(|p| p.reached().is_some()).count();
+    let reached = plateaus
+        .iter()
+        .filter(|p| p.reached() == Some(true))
+        .count();
+    let mut out = format!("Runs on their plateau: {reached} of {measured} with a gain to measure");
     let unmeasured = plateaus.len() - measured;
     if unmeasured > 0 {
         let _ = write!(
@@ -311,14 +280,15 @@ fn list(labels: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use crate::results::curves::plateaus;
     use crate::results::paired::{window as window_of, WindowKey};
-    use crate::results::rows::CurveRow;
+    use crate::results::rows::{CurveRow, Scheme};
 
     // two models of the tables below
-    const A: Scheme = Scheme::Alibi;
-    const B: Scheme = Scheme::T5;
+    pub(in crate::results) const A: Scheme = Scheme::Alibi;
+    pub(in crate::results) const B: Scheme = Scheme::T5;
 
     fn row(scheme: Scheme, seed: u64, eval_len: usize, x: f64) -> ResultRow {
         ResultRow::example(scheme, "base", eval_len, seed, x)
@@ -331,7 +301,7 @@ mod tests {
 
     /// a: 1.0/1.2 at 128, 2.0/2.4 at 256; b flat at 1.0; two windows per seed: a's rise by
     /// 1.0 and 1.2 (seed 0), 1.1 and 1.3 (seed 1).
-    fn sample() -> (Vec<ResultRow>, Vec<WindowRow>) {
+    pub(in crate::results) fn sample() -> (Vec<ResultRow>, Vec<WindowRow>) {
         let rows = vec![
             row(A, 0, 128, 1.0),
             row(A, 1, 128, 1.2),
@@ -576,7 +546,12 @@ mod tests {
         );
     }
 
-    fn curve(scheme: Scheme, seed: u64, step: usize, valid_loss: f64) -> CurveRow {
+    pub(in crate::results) fn curve(
+        scheme: Scheme,
+        seed: u64,
+        step: usize,
+        valid_loss: f64,
+    ) -> CurveRow {
         CurveRow {
             scheme,
             variant: "base".into(),
@@ -617,41 +592,6 @@ mod tests {
             lines[7],
             "Runs on their plateau: 1 of 2 with a gain to measure (and 1 without a validation \
              point before its last 20 %)."
-        );
-    }
-
-    /// `posenc report` of a folder: the primary mode, the default reference when present,
-    /// `none` for no reference, an unknown reference named, the plateau section with
-    /// `curves.csv`.
-    #[test]
-    fn report_reads_a_results_folder() {
-        use crate::io::csv::csv_bytes;
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        let (rows, windows) = sample();
-        std::fs::write(dir.join("ppl_vs_length.csv"), csv_bytes(&rows).unwrap()).unwrap();
-        std::fs::create_dir(dir.join("windows")).unwrap();
-        std::fs::write(dir.join("windows/a.csv"), csv_bytes(&windows).unwrap()).unwrap();
-        let md = report(dir, None, None).unwrap();
-        assert!(md.contains("mode `nonoverlap`"), "{md}");
-        assert!(md.contains("against `alibi`'s"), "{md}");
-        assert!(!md.contains("Training:"), "{md}");
-        let md = report(dir, None, Some("none")).unwrap();
-        assert!(!md.contains("against"), "{md}");
-        let md = report(dir, Some("nonoverlap"), Some("t5")).unwrap();
-        assert!(md.contains("against `t5`'s"), "{md}");
-        let e = report(dir, None, Some("rope")).unwrap_err().to_string();
-        assert!(e.contains("invalid reference = rope"), "{e}");
-        assert!(report(dir, Some("matched"), None).is_err());
-        std::fs::write(
-            dir.join("curves.csv"),
-            csv_bytes(&[curve(A, 0, 80, 2.0), curve(A, 0, 100, 1.999)]).unwrap(),
-        )
-        .unwrap();
-        let md = report(dir, None, None).unwrap();
-        assert!(
-            md.ends_with("Runs on their plateau: 1 of 1 with a gain to measure."),
-            "{md}"
         );
     }
 }

@@ -4,7 +4,7 @@
 //! over seeds ([`stats`]) and paired windows ([`paired`]), the tests behind every verdict ([`inference`]:
 //! a $t$ test over seeds with [`student`]'s distribution, Holm's correction, a bootstrap over
 //! the text), curves over seeds and the plateau of each run ([`curves`]), the one results
-//! table ([`table`]) and its markdown ([`markdown`], `posenc report`), the setup of a
+//! table ([`table`]) and its markdown ([`markdown`]; `posenc report`, whole or in parts, [`report`]), the setup of a
 //! sweep read back from its checkpoints ([`setup`]) and its record ([`record`]); models
 //! against each other at one length and the windows checked against the rows ([`contrast`]);
 //! seeds per model and rows reproduced ([`checks`]); where each model breaks by
@@ -37,6 +37,7 @@ pub mod inference;
 pub mod markdown;
 pub mod paired;
 pub mod record;
+pub mod report;
 pub mod rope_methods;
 pub mod rows;
 pub mod setup;
@@ -67,13 +68,15 @@ pub use inference::{
     Comparison, Tested, TextUncertainty, Verdict, ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
 };
 pub use markdown::{
-    plateau_markdown, primary_mode, report, results_markdown, table_markdown, DEFAULT_REFERENCE,
+    main_markdown, plateau_markdown, plateau_summary, primary_mode, reference_markdown,
+    results_markdown, table_markdown,
 };
 pub use paired::{matched_segments, paired_difference, PairedDifference, WindowKey};
 pub use record::{
     expected_factor, factor_problems, planned_seeds, read_record, row_problems, seed_gaps,
     RECORD_FILE,
 };
+pub use report::{report, ReportPart, DEFAULT_REFERENCE};
 pub use rope_methods::{rope_methods, RopeMethod};
 pub use rows::{
     with_seed_count, CurveRow, Mode, ModelKey, PositionRow, ResultRow, Scheme, WindowRow, BASE,

@@ -388,10 +388,8 @@ fn a_closed_pipe_ends_the_output_quietly() {
     assert!(head.starts_with(b"{\"table\":[["));
 }
 
-/// The README's results table is `posenc report` on the shipped results, to the last digit:
-/// every number and every sentence between the markers follows from `data/results`.
-/// `posenc report` names its mode and reference by flag; a reference or mode the results do
-/// not have is a one-line error.
+/// `posenc report` names its mode, reference and part by flag; a reference or mode the results
+/// do not have, or a part that is not one, is a one-line error.
 #[test]
 fn report_takes_a_mode_and_a_reference() {
     let results = format!("{}/data/results", env!("CARGO_MANIFEST_DIR"));
@@ -418,7 +416,20 @@ fn report_takes_a_mode_and_a_reference() {
         sliding.contains("mode `sliding`") && !sliding.contains("se text"),
         "{sliding}"
     );
+    let table = text(report(&["--part", "table"]));
+    assert!(
+        table.contains("| model | params | seeds |") && !table.contains("against"),
+        "{table}"
+    );
+    let details = text(report(&["--part", "details"]));
+    assert!(
+        details.contains("Each change against `alibi`'s")
+            && details.contains("mode `sliding`")
+            && !details.contains("mode `nonoverlap`"),
+        "{details}"
+    );
     for (extra, needle) in [
+        (&["--part", "readme"][..], "invalid part = readme"),
         (&["--reference", "bogus"][..], "invalid reference = bogus"),
         (
             &["--mode", "bogus"][..],
@@ -435,30 +446,59 @@ fn report_takes_a_mode_and_a_reference() {
     }
 }
 
+/// Every section of the README and of `docs/` between `<!-- begin: posenc report ARGS -->`
+/// and `<!-- end: posenc report -->` is that command's output on the shipped results, to the
+/// last character (the README's results table, docs/results.md's details): every number and
+/// every sentence there follows from `data/results`.
 #[test]
-fn readme_results_section_is_the_report_of_the_shipped_results() {
+fn documents_quote_the_report_of_the_shipped_results() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
-    let begin = "<!-- begin: posenc report --results data/results -->\n";
-    let end = "<!-- end: posenc report -->";
-    let start = readme
-        .find(begin)
-        .expect("README: no results section marker")
-        + begin.len();
-    let stop = start + readme[start..].find(end).expect("README: no end marker");
-    let out = posenc(&["report", "--results", &format!("{root}/data/results")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(
-        readme[start..stop].trim_end(),
-        report.trim_end(),
-        "README's results section differs from `posenc report --results data/results`: paste \
-         that command's output between the markers"
-    );
+    let mut documents = vec![format!("{root}/README.md")];
+    for entry in std::fs::read_dir(format!("{root}/docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            documents.push(path.display().to_string());
+        }
+    }
+    let (begin, end) = ("<!-- begin: posenc report ", "<!-- end: posenc report -->");
+    let mut quoted = Vec::new();
+    for document in &documents {
+        let text = std::fs::read_to_string(document).unwrap();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(begin) {
+            let line_end = at + rest[at..].find("-->\n").expect("a marker ends its line");
+            let args: Vec<String> = std::iter::once("report")
+                .chain(rest[at + begin.len()..line_end].split_whitespace())
+                .map(|a| match a.starts_with("data/") {
+                    true => format!("{root}/{a}"),
+                    false => a.to_string(),
+                })
+                .collect();
+            let start = line_end + "-->\n".len();
+            let stop = start + rest[start..].find(end).expect("an end marker");
+            let out = posenc(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert!(
+                out.status.success(),
+                "{document}: posenc {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                rest[start..stop].trim_end(),
+                String::from_utf8(out.stdout).unwrap().trim_end(),
+                "{document} differs from `posenc report {}`: paste that command's output between \
+                 the markers",
+                rest[at + begin.len()..line_end].trim()
+            );
+            quoted.push(document.clone());
+            rest = &rest[stop..];
+        }
+    }
+    for must in ["README.md", "docs/results.md"] {
+        assert!(
+            quoted.iter().any(|d| d.ends_with(must)),
+            "{must} quotes no posenc report: {quoted:?}"
+        );
+    }
 }
 
 /// `tests/golden/configs/NAME.json` (or its v5 form).
