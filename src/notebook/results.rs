@@ -11,8 +11,8 @@ use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 use polars_io::prelude::{CsvReadOptions, SerReader};
 
 pub use super::results_views::{
-    at_length_frame, attention_figure, breaks_frame, factors_frame, far_mass_frame, plateau_frame,
-    reproduction_frame, seeds_frame, text_frame, validation_bands,
+    at_length_frame, attention_figure, breaks_frame, budget_frame, factors_frame, far_mass_frame,
+    plateau_frame, reproduction_frame, seeds_frame, text_frame, validation_bands,
 };
 pub use crate::results::*;
 use crate::{Error, Result};

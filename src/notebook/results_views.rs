@@ -12,8 +12,8 @@ use super::display::Figure;
 use super::figures::{heatmap, BandSeries};
 use crate::lm::config::SweepConfig;
 use crate::results::{
-    planned_seeds, seed_summaries, with_seed_count, AtLength, Break, CurvePoint, Mode, ModelKey,
-    Plateau, Reproduction, ResultRow,
+    planned_seeds, seed_summaries, with_seed_count, AtLength, Break, BudgetEffect, CurvePoint,
+    Mode, ModelKey, Plateau, Reproduction, ResultRow,
 };
 use crate::{Error, Result};
 
@@ -207,6 +207,59 @@ pub fn validation_bands(
             )
         })
         .collect()
+}
+
+/// The budget controls against their schemes ([`crate::results::budget_effects`]): each
+/// control's change from the shortest length to the longest, its scheme's as trained, their
+/// difference with its uncertainty over seeds and over the text, the Holm-adjusted $p$ and
+/// the verdict (`moves up`: the change is larger with more training).
+///
+/// # Errors
+/// [`Error::Io`] if polars refuses the columns.
+pub fn budget_frame(effects: &[BudgetEffect]) -> Result<DataFrame> {
+    let number = |f: &dyn Fn(&BudgetEffect) -> f64| effects.iter().map(f).collect::<Vec<_>>();
+    let text = |f: &dyn Fn(&BudgetEffect) -> String| effects.iter().map(f).collect::<Vec<_>>();
+    fn vs(e: &BudgetEffect) -> &crate::results::Comparison {
+        &e.vs_base.comparison
+    }
+    frame(vec![
+        Series::new("model".into(), text(&|e| e.model.label())).into(),
+        Series::new(
+            "seeds".into(),
+            effects
+                .iter()
+                .map(|e| vs(e).n_seeds as u64)
+                .collect::<Vec<_>>(),
+        )
+        .into(),
+        Series::new("change".into(), number(&|e| e.change.comparison.mean)).into(),
+        Series::new(
+            "change as trained".into(),
+            number(&|e| e.change.comparison.mean - vs(e).mean),
+        )
+        .into(),
+        Series::new("difference".into(), number(&|e| vs(e).mean)).into(),
+        Series::new(
+            "se seeds".into(),
+            number(&|e| vs(e).seed_se().unwrap_or(f64::NAN)),
+        )
+        .into(),
+        Series::new("se text".into(), number(&|e| vs(e).text.se)).into(),
+        Series::new(
+            "p Holm".into(),
+            number(&|e| e.vs_base.p_holm.unwrap_or(f64::NAN)),
+        )
+        .into(),
+        Series::new(
+            "verdict".into(),
+            text(&|e| {
+                e.vs_base
+                    .verdict_words("moves up", "moves down", "one seed")
+                    .to_string()
+            }),
+        )
+        .into(),
+    ])
 }
 
 /// An [`AtLength`] comparison as a DataFrame: [`AtLength::header`] over [`AtLength::cells`].
@@ -413,6 +466,52 @@ mod tests {
         assert_eq!(bands[1].0, "rope/ft-yarn (1 of 3 seeds)");
         assert_eq!(bands[1].1, [9.0]);
         assert_eq!((bands[0].3[0], bands[0].4[0]), (1.9, 2.1));
+    }
+
+    /// A budget control's row: its change, its scheme's (the difference subtracted back), the
+    /// difference with both uncertainties and the verdict in words.
+    #[test]
+    fn budget_frame_keeps_each_control() {
+        use crate::results::{BudgetEffect, Comparison, Tested, TextUncertainty};
+        let comparison = |mean: f64, seeds: usize| Comparison {
+            mean,
+            per_seed: Vec::new(),
+            se_seeds: 0.1,
+            df: seeds - 1,
+            t: mean / 0.1,
+            p: (seeds > 1).then_some(0.01),
+            text: TextUncertainty {
+                se: 0.02,
+                interval: (0.0, 0.0),
+                resamples: 2000,
+            },
+            n_windows: 243,
+            n_seeds: seeds,
+        };
+        let effect = |variant: &str, change: f64, diff: f64, p_holm: Option<f64>| BudgetEffect {
+            model: ModelKey::new(Scheme::Nope, variant),
+            base: ModelKey::base(Scheme::Nope),
+            change: Tested {
+                comparison: comparison(change, 3),
+                p_holm,
+            },
+            vs_base: Tested {
+                comparison: comparison(diff, if p_holm.is_some() { 3 } else { 1 }),
+                p_holm,
+            },
+        };
+        let df = budget_frame(&[
+            effect("budget-x2", 1.5, -0.5, Some(0.01)),
+            effect("budget-x4", 2.0, 0.1, None),
+        ])
+        .unwrap();
+        assert_eq!(column_f64(&df, "change as trained").unwrap(), [2.0, 1.9]);
+        assert_eq!(column_f64(&df, "se text").unwrap(), [0.02, 0.02]);
+        assert_eq!(
+            column_str(&df, "verdict").unwrap(),
+            ["moves down", "one seed"]
+        );
+        assert!(column_f64(&df, "se seeds").unwrap()[1].is_nan());
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! seeds per model and rows reproduced ([`checks`]); where each model breaks by
 //! position ([`breaks`]); and the exports of a trained model, T5 bias and attention maps
 //! ([`exports`]); the source notes' claims asked of the trained models ([`families`]) and
-//! what the RoPE methods change ([`rope_methods`]).
+//! what the RoPE methods change ([`rope_methods`]) and what twice the training changes
+//! ([`budget`]).
 //!
 //! The notebooks render the same table and curves as DataFrames and figures
 //! (`posenc::notebook::results`, feature `notebook`); `posenc eval` and `posenc sweep`
@@ -27,6 +28,7 @@
 //! ```
 
 pub mod breaks;
+pub mod budget;
 pub mod checks;
 pub mod contrast;
 pub mod curves;
@@ -46,6 +48,7 @@ pub mod student;
 pub mod table;
 
 pub use breaks::{break_point, per_position_path, position_curves, Break, PositionCurve};
+pub use budget::{budget_effects, BudgetEffect};
 pub use checks::{models_with_seeds, printed, reproduction, Reproduction};
 pub use contrast::{against_best, rows_contrast, table_rows_error, verdict_lists, AtLength};
 pub use curves::{

@@ -1,6 +1,7 @@
 //! What is done about RoPE's extrapolation, asked of a results table: every model of the RoPE
-//! scheme other than RoPE as trained — a scaling or a ReRoPE-style method applied at inference
-//! (the variant names the method: `yarn`, `rerope`, ...) or a fine-tune (`ft-*`) — with two
+//! scheme other than RoPE as trained and its budget control (`budget-x2`, [`super::budget`]) —
+//! a scaling or a ReRoPE-style method applied at inference (the variant names the method:
+//! `yarn`, `rerope`, ...) or a fine-tune (`ft-*`) — with two
 //! tests on paired windows ([`super::inference::compare`]):
 //!
 //! - its change from the table's shortest length to its longest, $\Delta_m$, as the table
@@ -39,11 +40,9 @@ pub fn rope_methods(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<R
         "a table with its tested change and plain RoPE",
     )?;
     let (mut models, mut comparisons) = (Vec::new(), Vec::new());
-    for row in table
-        .rows
-        .iter()
-        .filter(|r| r.model.scheme == Scheme::Rope && !r.model.is_base())
-    {
+    for row in table.rows.iter().filter(|r| {
+        r.model.scheme == Scheme::Rope && !r.model.is_base() && !r.model.is_budget_control()
+    }) {
         if let Some(change) = row.change.clone() {
             let d = difference_of_changes(windows, table.mode, &row.model, &rope, table.span())?;
             comparisons.push(d);
@@ -69,13 +68,17 @@ mod tests {
     use crate::results::rows::{Mode, ResultRow};
 
     /// Plain RoPE rises by 1 + seed/100, `rope/yarn` by 0.1 + seed/100, `rope/ntk` by
-    /// 1 + seed/50: YaRN rises less than RoPE, NTK no differently.
+    /// 1 + seed/50: YaRN rises less than RoPE, NTK no differently; the budget control is no
+    /// method.
     #[test]
     fn methods_against_plain_rope() {
         let (mut rows, mut windows) = (Vec::new(), Vec::new());
-        for (variant, rise, per_seed) in
-            [("base", 1.0, 0.01), ("yarn", 0.1, 0.01), ("ntk", 1.0, 0.02)]
-        {
+        for (variant, rise, per_seed) in [
+            ("base", 1.0, 0.01),
+            ("yarn", 0.1, 0.01),
+            ("ntk", 1.0, 0.02),
+            ("budget-x2", 1.0, 0.01),
+        ] {
             let model = ModelKey::new(Scheme::Rope, variant);
             for seed in 0..5u64 {
                 let flip = if seed % 2 == 0 { 1.0 } else { -1.0 };

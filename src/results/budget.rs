@@ -1,0 +1,120 @@
+//! What more training changes, asked of a results table: each budget control (a scheme
+//! trained from scratch on a multiple of the bytes, `budget-x2`) against its scheme as trained,
+//! with two tests on paired windows ([`super::inference::compare`]):
+//!
+//! - its change from the table's shortest length to its longest, $\Delta_b$, as the table
+//!   tests it (the table's Holm family);
+//! - the same change against its scheme's, $\Delta_b - \Delta_\text{base}$ on the seeds both
+//!   have, all budget controls one Holm family: a detected difference says that the scheme's
+//!   change moves with the budget, so a gap between schemes of that size may be training, not
+//!   position encoding.
+
+use super::inference::{difference_of_changes, holm_family, Tested};
+use super::rows::{ModelKey, WindowRow};
+use super::table::ResultsTable;
+use crate::error::ensure;
+use crate::Result;
+
+/// One budget control of a table against its scheme as trained.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetEffect {
+    /// The budget control (`budget-x2`).
+    pub model: ModelKey,
+    /// Its scheme as trained on the sweep's budget.
+    pub base: ModelKey,
+    /// $\Delta_b$, tested in the table's family.
+    pub change: Tested,
+    /// $\Delta_b - \Delta_\text{base}$, tested in the budget controls' family.
+    pub vs_base: Tested,
+}
+
+/// Every budget control of `table` whose scheme as trained is in it too (in the table's
+/// order), on `windows` in the table's mode.
+///
+/// # Errors
+/// [`crate::Error::InvalidParameter`] for a table without the tested change; as
+/// [`difference_of_changes`].
+pub fn budget_effects(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<BudgetEffect>> {
+    ensure(
+        table.has_change(),
+        "results table",
+        table.mode.name(),
+        "a table with its tested change",
+    )?;
+    let (mut pairs, mut comparisons) = (Vec::new(), Vec::new());
+    for row in table.rows.iter().filter(|r| r.model.is_budget_control()) {
+        let base = ModelKey::base(row.model.scheme);
+        if let (Some(change), true) = (
+            row.change.clone(),
+            table.rows.iter().any(|r| r.model == base),
+        ) {
+            let d = difference_of_changes(windows, table.mode, &row.model, &base, table.span())?;
+            comparisons.push(d);
+            pairs.push((row.model.clone(), base, change));
+        }
+    }
+    Ok(pairs
+        .into_iter()
+        .zip(holm_family(comparisons)?)
+        .map(|((model, base, change), vs_base)| BudgetEffect {
+            model,
+            base,
+            change,
+            vs_base,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::inference::Verdict;
+    use crate::results::paired::{window, WindowKey};
+    use crate::results::rows::{Mode, ResultRow, Scheme};
+
+    /// NoPE rises by 1 + seed/100 as trained and by 0.5 + seed/100 on twice the bytes (its
+    /// change moves: -0.5); RoPE by 1 + seed/100 and 1 + seed/50 (no move detected); ALiBi's
+    /// control has no ALiBi as trained to pair with and is left out.
+    #[test]
+    fn budget_controls_against_their_scheme() {
+        let (mut rows, mut windows) = (Vec::new(), Vec::new());
+        for (scheme, variant, rise, per_seed) in [
+            (Scheme::Nope, "base", 1.0, 0.01),
+            (Scheme::Nope, "budget-x2", 0.5, 0.01),
+            (Scheme::Rope, "base", 1.0, 0.01),
+            (Scheme::Rope, "budget-x2", 1.0, 0.02),
+            (Scheme::Alibi, "budget-x2", 0.0, 0.01),
+        ] {
+            let model = ModelKey::new(scheme, variant);
+            for seed in 0..3u64 {
+                let flip = if seed % 2 == 0 { 1.0 } else { -1.0 };
+                for (len, add) in [
+                    (128usize, 0.0),
+                    (2048, rise + flip * per_seed * (seed + 1) as f64),
+                ] {
+                    let k = WindowKey::of(&model, Mode::Matched, len);
+                    for w in 0..3 {
+                        windows.push(window(&k, seed, w * 1024, 10, 1.5 + add));
+                    }
+                    let mut row = ResultRow::example(scheme, variant, len, seed, 1.5 + add);
+                    row.mode = Mode::Matched;
+                    rows.push(row);
+                }
+            }
+        }
+        let table = ResultsTable::new(&rows, Some(&windows), Mode::Matched).unwrap();
+        let effects = budget_effects(&table, &windows).unwrap();
+        let labels: Vec<String> = effects.iter().map(|e| e.model.label()).collect();
+        assert_eq!(labels, ["nope/budget-x2", "rope/budget-x2"]);
+        let (nope, rope) = (&effects[0], &effects[1]);
+        assert_eq!(nope.base, ModelKey::base(Scheme::Nope));
+        assert!((nope.vs_base.comparison.mean + 0.5).abs() < 1e-9);
+        assert_eq!(nope.vs_base.verdict(), Some(Verdict::Below));
+        // RoPE: differences 0.01, -0.02, 0.03 over the seeds, mean 0.02/3
+        assert!((rope.vs_base.comparison.mean - 0.02 / 3.0).abs() < 1e-9);
+        assert_eq!(rope.vs_base.verdict(), Some(Verdict::NotDetected));
+        assert!((nope.change.comparison.mean - (0.5 + 0.02 / 3.0)).abs() < 1e-9);
+        let without = ResultsTable::new(&rows, None, Mode::Matched).unwrap();
+        assert!(budget_effects(&without, &windows).is_err());
+    }
+}
