@@ -9,9 +9,10 @@
 //!   change moves with the budget, so a gap between schemes of that size may be training, not
 //!   position encoding.
 
-use super::inference::{difference_of_changes, holm_family, Tested};
+use super::inference::{difference_of_changes, holm_family, Tested, Verdict};
+use super::markdown::{list, markdown_table};
 use super::rows::{ModelKey, WindowRow};
-use super::table::ResultsTable;
+use super::table::{test_cells, test_header, ResultsTable};
 use crate::error::ensure;
 use crate::Result;
 
@@ -65,6 +66,60 @@ pub fn budget_effects(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec
         .collect())
 }
 
+/// The budget controls as markdown: a table (control, seeds, its change, its scheme's change as
+/// trained, then the difference with its tests, [`test_cells`]) and a sentence naming the
+/// controls by verdict; empty without a control.
+pub fn budget_markdown(effects: &[BudgetEffect]) -> String {
+    if effects.is_empty() {
+        return String::new();
+    }
+    let mut header = ["model", "seeds", "change", "as trained", "difference"]
+        .map(String::from)
+        .to_vec();
+    header.extend(test_header());
+    let cells: Vec<Vec<String>> = effects
+        .iter()
+        .map(|e| {
+            let (change, diff) = (e.change.comparison.mean, e.vs_base.comparison.mean);
+            let mut row = vec![
+                e.model.label(),
+                e.vs_base.comparison.n_seeds.to_string(),
+                format!("{change:+.3}"),
+                format!("{:+.3}", change - diff),
+            ];
+            row.extend(test_cells(&e.vs_base, ["moves up", "moves down"]));
+            row
+        })
+        .collect();
+    let named = |v: Verdict| {
+        let labels: Vec<String> = effects
+            .iter()
+            .filter(|e| e.vs_base.verdict() == Some(v))
+            .map(|e| e.model.label())
+            .collect();
+        list(&labels)
+    };
+    let untested: Vec<String> = effects
+        .iter()
+        .filter(|e| e.vs_base.p_holm.is_none())
+        .map(|e| e.model.label())
+        .collect();
+    let untested = match untested.is_empty() {
+        true => String::new(),
+        false => format!(" With one seed, untested: {}.", list(&untested)),
+    };
+    format!(
+        "Each budget control (a scheme trained from scratch on more bytes) against its scheme as \
+         trained: the change from the shortest length to the longest of each, and their difference \
+         on the same windows and seeds, the controls one Holm family:\n\n{}\nThe change moves up \
+         with more training for {}; down for {}; no move is detected for {}.{untested}\n",
+        markdown_table(&header, &cells),
+        named(Verdict::Above),
+        named(Verdict::Below),
+        named(Verdict::NotDetected),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +169,20 @@ mod tests {
         assert!((rope.vs_base.comparison.mean - 0.02 / 3.0).abs() < 1e-9);
         assert_eq!(rope.vs_base.verdict(), Some(Verdict::NotDetected));
         assert!((nope.change.comparison.mean - (0.5 + 0.02 / 3.0)).abs() < 1e-9);
+        let md = budget_markdown(&effects);
+        assert!(
+            md.contains("| model | seeds | change | as trained | difference | se seeds |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| nope/budget-x2 | 3 | +0.507 | +1.007 | -0.500 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("down for `nope/budget-x2`; no move is detected for `rope/budget-x2`."),
+            "{md}"
+        );
+        assert_eq!(budget_markdown(&[]), "");
         let without = ResultsTable::new(&rows, None, Mode::Matched).unwrap();
         assert!(budget_effects(&without, &windows).is_err());
     }

@@ -258,7 +258,7 @@ pub fn plateau_summary(plateaus: &[Plateau]) -> String {
 }
 
 /// `header`, a rule and a line per row, as a markdown table.
-fn markdown_table(header: &[String], rows: &[Vec<String>]) -> String {
+pub(super) fn markdown_table(header: &[String], rows: &[Vec<String>]) -> String {
     let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
     let mut out = line(header);
     out.push_str(&"|---".repeat(header.len()));
@@ -270,7 +270,7 @@ fn markdown_table(header: &[String], rows: &[Vec<String>]) -> String {
 }
 
 /// `` `a`, `b` and `c` ``, or `no model`.
-fn list(labels: &[String]) -> String {
+pub(super) fn list(labels: &[String]) -> String {
     let items: Vec<String> = labels.iter().map(|l| format!("`{l}`")).collect();
     match items.as_slice() {
         [] => "no model".into(),

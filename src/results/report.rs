@@ -1,10 +1,12 @@
 //! `posenc report`: a sweep's results folder as markdown, whole or in the two parts the
 //! documentation pastes ([`ReportPart`]): the README's results table with its tests and the
 //! plateau totals, and a page of details with everything else (the tests against a reference
-//! model, the tables of the other window modes, every training run's gain over its last 20 %).
+//! model, the budget controls against their schemes, the tables of the other window modes,
+//! every training run's gain over its last 20 %).
 
 use std::path::Path;
 
+use super::budget::{budget_effects, budget_markdown};
 use super::curves::plateaus;
 use super::files::{read_curves, read_results_dir, CURVES_FILE};
 use super::markdown::{
@@ -29,8 +31,9 @@ pub enum ReportPart {
     /// The README's part: the table of the primary mode with its tests, and how many runs
     /// reached their plateau in one sentence ([`plateau_summary`]).
     Table,
-    /// The rest: the tests against the reference model, the table of every other mode the
-    /// results have (mean ± sd, without tests), and every run's gain ([`plateau_markdown`]).
+    /// The rest: the tests against the reference model, each budget control against its
+    /// scheme ([`budget_markdown`]), the table of every other mode the results have (mean ± sd,
+    /// without tests), and every run's gain ([`plateau_markdown`]).
     Details,
 }
 
@@ -100,6 +103,9 @@ pub fn report(
         sections.extend(runs.as_deref().map(plateau_summary));
     } else {
         sections.push(reference_markdown(&table));
+        if let Some(windows) = windows.as_deref().filter(|_| table.has_change()) {
+            sections.push(budget_markdown(&budget_effects(&table, windows)?));
+        }
         for other in Mode::ALL.into_iter().filter(|m| *m != mode) {
             if rows.iter().any(|r| r.mode == other) {
                 sections.push(main_markdown(&ResultsTable::new(&rows, None, other)?));
