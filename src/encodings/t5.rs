@@ -7,8 +7,9 @@
 //! T5 adds to each attention logit a learned scalar per head that depends only on the
 //! relative position $r = j - i$ (key minus query, the HF convention), after mapping $r$ to
 //! one of a few buckets: small distances get a bucket each, larger ones share buckets whose
-//! widths grow logarithmically up to `max_distance`, and everything beyond shares the last
-//! bucket. Bidirectional attention spends half the buckets on each sign.
+//! boundaries are spaced logarithmically up to `max_distance` (so their widths grow roughly
+//! geometrically), and everything beyond shares the last bucket. Bidirectional attention
+//! spends half the buckets on each sign.
 //!
 //! With $n$ buckets (halved to $n' = n/2$ and offset by $n'$ for $r > 0$ when bidirectional;
 //! causal attention uses $a = \max(-r, 0)$, bidirectional $a = |r|$), $e = n'/2$ exact buckets:
