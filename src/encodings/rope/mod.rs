@@ -325,7 +325,12 @@ impl DynamicNtkRope {
         })
     }
 
-    /// Frequencies for a forward pass over `seq_len` positions, updating the cache.
+    /// Frequencies for a forward pass whose largest position is `seq_len - 1`, updating the cache.
+    ///
+    /// `seq_len` is the largest position + 1, as transformers' `_dynamic_frequency_update`
+    /// takes `max(position_ids) + 1`, not the number of tokens in the pass: in cached decoding a
+    /// one-token step at position 5000 passes 5001. The reset to the original frequencies
+    /// therefore happens only when positions start again below the training length.
     ///
     /// # Errors
     /// Never for a valid config; kept fallible for validation.
