@@ -20,10 +20,17 @@ use crate::error::{ensure_shape, Result};
 pub enum Misreading {
     /// As the model's code: cos and sin times $a$, the softmax scale times $\mu$.
     AsTheModel,
-    /// The configured factor multiplied by the engine's own again: $a \to a^2$ (sglang #33558).
-    SquaredAttentionFactor,
-    /// `mscale` and `mscale_all_dim` ignored: YaRN's $a = 0.1 \ln s + 1$ (sglang #22711).
-    IgnoredMscale,
+    /// A YaRN layer's attention factor multiplied again by the engine's own
+    /// `yarn_get_mscale(factor)`: $a \to a\,(0.1 \ln s + 1)$ (sglang #33558). That is $a^2$ only
+    /// where $a$ is the default $0.1 \ln s + 1$ (1.4852 becomes 2.2058 at $s = 128$); where the
+    /// configuration gives $a = 1$ (DeepSeek's equal `mscale` and `mscale_all_dim`, Ministral 3)
+    /// it is $0.1 \ln s + 1$. $\mu$ is kept; layers of other scalings are read as the model.
+    AttentionFactorTimesMscale,
+    /// The rotary part ignores `mscale` and `mscale_all_dim` (sglang #22711): a YaRN layer
+    /// without an explicit `attention_factor` gets the default $a = 0.1 \ln s + 1$, while the
+    /// softmax multiplier $\mu$, which DeepSeek computes from `mscale_all_dim`, is kept (an
+    /// engine ignoring both keys would also have $\mu = 1$).
+    RotaryIgnoresMscale,
     /// DeepSeek's softmax multiplier left out: $\mu \to 1$.
     NoSoftmaxMultiplier,
 }
@@ -32,8 +39,8 @@ impl Misreading {
     /// All four.
     pub const ALL: [Misreading; 4] = [
         Misreading::AsTheModel,
-        Misreading::SquaredAttentionFactor,
-        Misreading::IgnoredMscale,
+        Misreading::AttentionFactorTimesMscale,
+        Misreading::RotaryIgnoresMscale,
         Misreading::NoSoftmaxMultiplier,
     ];
 
@@ -41,8 +48,8 @@ impl Misreading {
     pub fn name(&self) -> &'static str {
         match self {
             Self::AsTheModel => "as the model",
-            Self::SquaredAttentionFactor => "attention factor squared",
-            Self::IgnoredMscale => "mscale ignored",
+            Self::AttentionFactorTimesMscale => "a × (0.1 ln s + 1)",
+            Self::RotaryIgnoresMscale => "rotary ignores mscale, μ kept",
             Self::NoSoftmaxMultiplier => "softmax multiplier dropped",
         }
     }
@@ -50,18 +57,25 @@ impl Misreading {
     /// $(a, \mu)$ of `layer` read this way.
     pub fn scales(&self, layer: &LayerRope) -> (f64, f64) {
         let (a, mu) = (layer.attention_factor(), layer.softmax_multiplier);
-        match self {
-            Self::AsTheModel => (a, mu),
-            Self::SquaredAttentionFactor => (a * a, mu),
-            Self::IgnoredMscale => match layer.scaling {
-                super::LayerScaling::Rope(RopeScaling::Yarn {
-                    factor,
-                    attention_factor: None,
-                    ..
-                }) => (super::yarn_mscale(factor, 1.0), mu),
-                _ => (a, mu),
-            },
-            Self::NoSoftmaxMultiplier => (a, 1.0),
+        let yarn_factor = match layer.scaling {
+            super::LayerScaling::Rope(RopeScaling::Yarn {
+                factor,
+                attention_factor,
+                ..
+            }) => Some((factor, attention_factor)),
+            _ => None,
+        };
+        match (self, yarn_factor) {
+            (Self::AsTheModel, _) => (a, mu),
+            // the engine's yarn_get_mscale(s) = 0.1 ln s + 1 on top of the configured a
+            (Self::AttentionFactorTimesMscale, Some((factor, _))) => {
+                (a * super::yarn_mscale(factor, 1.0), mu)
+            }
+            (Self::RotaryIgnoresMscale, Some((factor, None))) => {
+                (super::yarn_mscale(factor, 1.0), mu)
+            }
+            (Self::AttentionFactorTimesMscale | Self::RotaryIgnoresMscale, _) => (a, mu),
+            (Self::NoSoftmaxMultiplier, _) => (a, 1.0),
         }
     }
 }
@@ -191,15 +205,47 @@ mod tests {
             (a - x).abs() < 1e-12 && (mu - y).abs() < 1e-12
         };
         assert!(close(Misreading::AsTheModel.scales(&layer), (1.0, m * m)));
-        assert!(close(Misreading::IgnoredMscale.scales(&layer), (m, m * m)));
+        assert!(close(
+            Misreading::RotaryIgnoresMscale.scales(&layer),
+            (m, m * m)
+        ));
         assert!(close(
             Misreading::NoSoftmaxMultiplier.scales(&layer),
             (1.0, 1.0)
         ));
+        // a = 1 times the engine's 0.1 ln s + 1: not a^2 = 1
         assert!(close(
-            Misreading::SquaredAttentionFactor.scales(&layer),
-            (1.0, m * m)
+            Misreading::AttentionFactorTimesMscale.scales(&layer),
+            (m, m * m)
         ));
+    }
+
+    #[test]
+    fn the_engine_mscale_squares_only_the_default_attention_factor() {
+        let read = |scaling: serde_json::Value| {
+            let v = serde_json::json!({"model_type": "qwen2", "head_dim": 128, "rope_theta": 1e6,
+                "max_position_embeddings": 524288, "rope_scaling": scaling});
+            ModelRope::from_json(&v).unwrap().layers[0].clone()
+        };
+        // sglang #33558: the default a = 0.1 ln 128 + 1 = 1.4852 became 2.2058
+        let default = read(serde_json::json!({"rope_type": "yarn", "factor": 128.0,
+            "original_max_position_embeddings": 4096}));
+        let (a, mu) = Misreading::AttentionFactorTimesMscale.scales(&default);
+        assert!((a - 2.2058).abs() < 5e-5 && mu == 1.0);
+        // an explicit a = 1.5: 1.5 (0.1 ln 128 + 1), and ignoring mscale keeps it
+        let explicit = read(serde_json::json!({"rope_type": "yarn", "factor": 128.0,
+            "attention_factor": 1.5, "original_max_position_embeddings": 4096}));
+        let (a, _) = Misreading::AttentionFactorTimesMscale.scales(&explicit);
+        assert!((a - 1.5 * (0.1 * 128f64.ln() + 1.0)).abs() < 1e-12);
+        assert_eq!(
+            Misreading::RotaryIgnoresMscale.scales(&explicit),
+            (1.5, 1.0)
+        );
+        // not YaRN: read as the model
+        let linear = read(serde_json::json!({"rope_type": "linear", "factor": 4.0}));
+        for r in Misreading::ALL {
+            assert_eq!(r.scales(&linear), (1.0, 1.0));
+        }
     }
 
     #[test]
