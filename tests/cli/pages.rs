@@ -1,5 +1,6 @@
-//! The command lines `docs/usage.md` shows run as written, and its `posenc rope --config`
-//! example is that command's output (the library example is a doc test of the crate).
+//! The command lines `docs/usage.md` shows run as written, and its and the README's
+//! `posenc rope --config` examples are that command's output (the library example is a doc
+//! test of the crate).
 
 use crate::support::cli::posenc;
 
@@ -40,31 +41,39 @@ fn the_usage_pages_dump_commands_run_as_written() {
     }
 }
 
+/// The `posenc rope --config` examples of `docs/usage.md` and of the README are that command's
+/// output: each line shown is a line it prints, in the order printed (the usage page shows the
+/// first lines; the README a few of them), then one line standing for the rest.
 #[test]
-fn the_usage_pages_rope_example_is_the_commands_output() {
-    let example = block("docs/usage.md", "```text", 0);
-    let command = example[0]
-        .strip_prefix("$ posenc ")
-        .expect("a command line first");
-    let args: Vec<&str> = command.split_whitespace().collect();
-    let config = format!("{}/{}", env!("CARGO_MANIFEST_DIR"), args[2]);
-    let out = posenc(&[args[0], args[1], &config]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = String::from_utf8(out.stdout).unwrap();
-    let printed: Vec<&str> = printed.lines().collect();
-    // the page shows the first lines as printed, then one line standing for the rest
-    let shown = &example[1..example.len() - 1];
-    assert!(example.last().unwrap().starts_with("..."));
-    for (i, line) in shown.iter().enumerate() {
-        let want = if i == 0 {
-            line.replace(args[2], &config)
-        } else {
-            line.clone()
-        };
-        assert_eq!(printed[i].trim_end(), want.trim_end(), "line {}", i + 1);
+fn the_rope_examples_are_the_commands_output() {
+    for page in ["docs/usage.md", "README.md"] {
+        let example = block(page, "```text", 0);
+        let command = example[0]
+            .strip_prefix("$ posenc ")
+            .unwrap_or_else(|| panic!("{page}: a command line first"));
+        let args: Vec<&str> = command.split_whitespace().collect();
+        let config = format!("{}/{}", env!("CARGO_MANIFEST_DIR"), args[2]);
+        let out = posenc(&[args[0], args[1], &config]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed = String::from_utf8(out.stdout).unwrap();
+        let mut printed = printed.lines().map(str::trim_end);
+        let shown = &example[1..example.len() - 1];
+        assert!(example.last().unwrap().starts_with("..."), "{page}");
+        assert!(shown.len() >= 4, "{page}: too short an example");
+        for (i, line) in shown.iter().enumerate() {
+            let want = match i {
+                0 => line.replace(args[2], &config),
+                _ => line.clone(),
+            };
+            assert!(
+                printed.any(|p| p == want.trim_end()),
+                "{page}: line {} is not printed (or not in this order): {want}",
+                i + 1
+            );
+        }
     }
 }
