@@ -289,9 +289,10 @@ pub struct SweepArgs {
     #[arg(long, value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
     /// Choose only the items not finished (whose rows are not in the results table, as
-    /// --plan marks them) before --shard splits them, so that shards formed at the same time
-    /// share what is left evenly. It trusts the results folder's records; a run without it
-    /// also checks the weights behind each record.
+    /// --plan marks them) before --shard splits them, and deal the groups to the shards by the
+    /// time --plan estimates for them (the longest first, each to the shard with the least so
+    /// far), so that shards formed at the same time should end together. It trusts the results
+    /// folder's records; a run without it also checks the weights behind each record.
     #[arg(long)]
     left: bool,
     /// Models trained or evaluated at the same time [default: the number of cores, at most 4].
@@ -312,14 +313,17 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
         return serde_json::to_string_pretty(&config).map_err(|e| e.to_string());
     }
     // every flag checked, with --list too: it prints what a run with them would run
+    // with --left, the finished items are left out and the shards dealt by the time left
+    let progress = if a.left {
+        Progress::read(&config, &config.items())
+    } else {
+        Progress::default()
+    };
     let selection = Selection {
         only: a.only.clone(),
         shard: a.shard,
-        left_out: if a.left {
-            Progress::read(&config, &config.items()).finished_names()
-        } else {
-            Vec::new()
-        },
+        left_out: progress.finished_names(),
+        seconds: progress.seconds_left(&config.items()),
     };
     a.common.fused_only("sweep")?;
     let jobs = a

@@ -110,6 +110,12 @@ impl Item {
         }
     }
 
+    /// Whether the item trains a model (all but an extension at inference, which evaluates
+    /// its scheme's checkpoint).
+    pub fn trains(&self) -> bool {
+        !matches!(self, Item::Inference(..))
+    }
+
     /// The scheme whose from-scratch checkpoint of the same seed the item reads (a scaling at
     /// inference, a fine-tune), if any.
     pub fn needs(&self) -> Option<Scheme> {
@@ -134,8 +140,11 @@ impl Item {
 /// finished ones), or a share of those (`--shard I/N`, 0-based): the chosen items form groups
 /// (a seed's from-scratch model with the items that use its checkpoint; every other model
 /// alone), and shard `I` takes groups `I, I + N, ...` in the order of the list, so no shard
-/// needs another's checkpoint and shards formed together split the chosen items evenly. The
-/// results of every item done so far, by any run, are merged into one CSV.
+/// needs another's checkpoint and shards formed together split the chosen items evenly. With
+/// `seconds` (the time each item should take, [`super::Progress::seconds_left`]), the groups are
+/// dealt by time instead: the longest group first, each to the shard with the least time so far
+/// (ties to the lower shard), so that shards formed together should end together. The results
+/// of every item done so far, by any run, are merged into one CSV.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selection {
     /// Item names ([`Item::name`]); empty for all.
@@ -144,6 +153,9 @@ pub struct Selection {
     pub shard: Option<(usize, usize)>,
     /// Item names left out before the groups are formed (`--left`: the finished items).
     pub left_out: Vec<String>,
+    /// Seconds each item should take, by item name; empty to deal the groups in turn. An item
+    /// without a time counts as the mean of those with one (1 s when none has).
+    pub seconds: BTreeMap<String, f64>,
 }
 
 impl Selection {
@@ -176,13 +188,60 @@ impl Selection {
         });
         // the chosen items' groups, numbered in the order they first appear
         let mut groups: BTreeMap<(String, u64), usize> = BTreeMap::new();
-        Ok(chosen
-            .filter(|&k| {
+        let chosen: Vec<(usize, usize)> = chosen
+            .map(|k| {
                 let next = groups.len();
-                let group = *groups.entry(items[k].group()).or_insert(next);
-                self.shard.is_none_or(|(i, n)| group % n == i)
+                (k, *groups.entry(items[k].group()).or_insert(next))
             })
+            .collect();
+        let Some((i, n)) = self.shard else {
+            return Ok(chosen.into_iter().map(|(k, _)| k).collect());
+        };
+        let shard_of = match self.seconds.is_empty() {
+            true => (0..groups.len()).map(|g| g % n).collect(),
+            false => self.deal_by_time(&chosen, &names, groups.len(), n),
+        };
+        Ok(chosen
+            .into_iter()
+            .filter(|&(_, g)| shard_of[g] == i)
+            .map(|(k, _)| k)
             .collect())
+    }
+
+    /// The shard of each of `count` groups, dealt by time: the groups in decreasing order of
+    /// their items' seconds (the list order among equals), each to the shard with the least
+    /// seconds so far, the lower shard among equals.
+    fn deal_by_time(
+        &self,
+        chosen: &[(usize, usize)],
+        names: &[String],
+        count: usize,
+        n: usize,
+    ) -> Vec<usize> {
+        let known: Vec<f64> = self.seconds.values().copied().collect();
+        let fallback = match known.is_empty() {
+            true => 1.0,
+            false => known.iter().sum::<f64>() / known.len() as f64,
+        };
+        let mut group_seconds = vec![0.0; count];
+        for &(k, g) in chosen {
+            group_seconds[g] += self.seconds.get(&names[k]).copied().unwrap_or(fallback);
+        }
+        let mut order: Vec<usize> = (0..count).collect();
+        order.sort_by(|&a, &b| {
+            group_seconds[b]
+                .total_cmp(&group_seconds[a])
+                .then(a.cmp(&b))
+        });
+        let (mut load, mut shard_of) = (vec![0.0f64; n], vec![0; count]);
+        for g in order {
+            let lightest = (0..n)
+                .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)))
+                .unwrap_or(0);
+            load[lightest] += group_seconds[g];
+            shard_of[g] = lightest;
+        }
+        shard_of
     }
 }
 
@@ -422,6 +481,46 @@ mod tests {
                 "rope-ft-yarn-x4/seed2"
             ]
         );
+        // by time: rope/2's group (4 items of 100 s) goes first, to shard 0; every other group
+        // (10 s an item, 140 s in all) then goes to shard 1, the lighter one
+        let timed = |i| {
+            let seconds = items
+                .iter()
+                .map(|it| {
+                    let slow = it.seed() == 2 && it.needs().unwrap_or(it.scheme()) == Scheme::Rope;
+                    (it.name(), if slow { 100.0 } else { 10.0 })
+                })
+                .collect();
+            let s = Selection {
+                shard: Some((i, 2)),
+                seconds,
+                ..Selection::default()
+            };
+            names(
+                &s.choose(&items)
+                    .unwrap()
+                    .iter()
+                    .map(|&k| items[k])
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let (first, second) = (timed(0), timed(1));
+        assert_eq!(
+            first,
+            [
+                "rope/seed2",
+                "rope/ntk/seed2",
+                "rope-ft-yarn-x2/seed2",
+                "rope-ft-yarn-x4/seed2"
+            ],
+            "the longest group (400 s) goes first, to shard 0, and stays the longer shard"
+        );
+        assert_eq!(
+            second.len(),
+            items.len() - 4,
+            "every other group, 10 s an item"
+        );
+        assert!(!second.iter().any(|n| first.contains(n)));
         let bad = Selection {
             only: vec!["rope-ft-yarn/seed0".into()],
             ..Selection::default()

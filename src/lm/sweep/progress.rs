@@ -38,7 +38,7 @@ impl Progress {
             .filter_map(|item| {
                 let record = finished_record(config, item)?;
                 let mut timing = record.timing;
-                if timing.train_seconds == 0.0 && !matches!(item, Item::Inference(..)) {
+                if timing.train_seconds == 0.0 && item.trains() {
                     if let Ok(info) = read_info(&config.item_dir(item)) {
                         timing.train_seconds = info.train_seconds;
                     }
@@ -66,6 +66,16 @@ impl Progress {
         self.finished.contains_key(name)
     }
 
+    /// The seconds each unfinished item of `items` should take ([`Progress::estimate`]), by
+    /// name, for those with an estimate: what `--shard` deals the shards by with `--left`.
+    pub fn seconds_left(&self, items: &[Item]) -> BTreeMap<String, f64> {
+        items
+            .iter()
+            .filter(|item| !self.is_finished(&item.name()))
+            .filter_map(|item| Some((item.name(), self.estimate(&item.name(), item.trains())?)))
+            .collect()
+    }
+
     /// The seconds the unfinished item `name` should take: the mean training time of its
     /// finished seeds that trained (a seed whose checkpoint was reused records 0), when it
     /// `trains`, plus the mean evaluation time of its finished seeds; `None` when no seed of
@@ -90,6 +100,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lm::model::Scheme;
 
     fn timing(name: &str, train: f64, eval: f64) -> SweepTiming {
         SweepTiming {
@@ -120,6 +131,18 @@ mod tests {
         let alone = Progress::from_timings([timing("rope/yarn/seed0", 0.0, 9.0)]);
         assert_eq!(alone.estimate("rope/yarn/seed0", false), None);
         // an item that trains, whose only finished seed reused its checkpoint
+        let items = [
+            Item::Base(Scheme::Rope, 1),
+            Item::Base(Scheme::Rope, 3),
+            Item::Base(Scheme::Alibi, 1),
+        ];
+        let left = p.seconds_left(&items);
+        assert_eq!(
+            left.len(),
+            1,
+            "rope/seed1 is finished, alibi has no estimate"
+        );
+        assert_eq!(left["rope/seed3"], 1500.0);
         let reused = Progress::from_timings([timing("cope/seed0", 0.0, 700.0)]);
         assert_eq!(reused.estimate("cope/seed1", true), None);
         assert_eq!(
