@@ -184,14 +184,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let (mut rows, windows) = sample();
-        let sliding: Vec<ResultRow> = rows
-            .iter()
-            .map(|r| ResultRow {
-                mode: Mode::Sliding,
-                ..r.clone()
-            })
-            .collect();
-        rows.extend(sliding);
+        rows.extend(ResultRow::in_mode(&rows, Mode::Sliding));
         std::fs::write(dir.join("ppl_vs_length.csv"), csv_bytes(&rows).unwrap()).unwrap();
         std::fs::create_dir(dir.join("windows")).unwrap();
         std::fs::write(dir.join("windows/a.csv"), csv_bytes(&windows).unwrap()).unwrap();

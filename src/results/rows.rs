@@ -150,6 +150,14 @@ impl ResultRow {
         ModelKey::new(self.scheme, self.variant.clone())
     }
 
+    /// `rows` again in `mode`, for tests.
+    #[cfg(test)]
+    pub(crate) fn in_mode(rows: &[ResultRow], mode: Mode) -> Vec<ResultRow> {
+        rows.iter()
+            .map(|r| ResultRow { mode, ..r.clone() })
+            .collect()
+    }
+
     /// A `nonoverlap` row of a model trained at 128 bytes, for tests: `nats` at `eval_len`.
     #[cfg(test)]
     pub(crate) fn example(

@@ -604,13 +604,7 @@ mod tests {
         let vs = &table.reference_cells()[0];
         assert_eq!(vs[vs.len() - 3..], ["+∞", "<0.001", "steeper"]);
         // sliding windows do not pair across lengths: no change, no error
-        let sliding: Vec<ResultRow> = rows
-            .iter()
-            .map(|r| ResultRow {
-                mode: Mode::Sliding,
-                ..r.clone()
-            })
-            .collect();
+        let sliding = ResultRow::in_mode(&rows, Mode::Sliding);
         let table = ResultsTable::new(&sliding, Some(&windows), Mode::Sliding).unwrap();
         assert!(!table.has_change());
     }

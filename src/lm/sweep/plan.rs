@@ -310,6 +310,18 @@ mod tests {
         items.iter().map(Item::name).collect()
     }
 
+    /// The names of the items of `items` that `selection` chooses, in order.
+    fn chosen(selection: &Selection, items: &[Item]) -> Vec<String> {
+        names(
+            &selection
+                .choose(items)
+                .unwrap()
+                .iter()
+                .map(|&k| items[k])
+                .collect::<Vec<_>>(),
+        )
+    }
+
     #[test]
     fn names_variants_and_models() {
         let yarn4 = Item::Finetune {
@@ -422,13 +434,7 @@ mod tests {
                 shard: Some((i, n)),
                 ..Selection::default()
             };
-            names(
-                &s.choose(&items)
-                    .unwrap()
-                    .iter()
-                    .map(|&k| items[k])
-                    .collect::<Vec<_>>(),
-            )
+            chosen(&s, &items)
         };
         // groups in order: rope/0, alibi/0, t5/0, alibi-budget-x2/0, rope/1, alibi/1, ...
         assert_eq!(
@@ -464,15 +470,9 @@ mod tests {
             ],
             ..Selection::default()
         };
-        let chosen: Vec<Item> = left
-            .choose(&items)
-            .unwrap()
-            .iter()
-            .map(|&k| items[k])
-            .collect();
         // groups now: t5-ft-x2/0, alibi-budget-x2/0, rope/1, alibi/1, rope/2, alibi/2, ...
         assert_eq!(
-            names(&chosen),
+            chosen(&left, &items),
             [
                 "t5-ft-x2/seed0",
                 "rope/seed2",
@@ -496,13 +496,7 @@ mod tests {
                 seconds,
                 ..Selection::default()
             };
-            names(
-                &s.choose(&items)
-                    .unwrap()
-                    .iter()
-                    .map(|&k| items[k])
-                    .collect::<Vec<_>>(),
-            )
+            chosen(&s, &items)
         };
         let (first, second) = (timed(0), timed(1));
         assert_eq!(
