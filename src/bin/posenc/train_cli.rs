@@ -314,16 +314,24 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     }
     // every flag checked, with --list too: it prints what a run with them would run
     // with --left, the finished items are left out and the shards dealt by the time left
-    let progress = if a.left {
-        Progress::read(&config, &config.items())
+    let items = config.items();
+    let progress = if a.left || a.plan {
+        Progress::read(&config, &items)
     } else {
         Progress::default()
     };
-    let selection = Selection {
-        only: a.only.clone(),
-        shard: a.shard,
-        left_out: progress.finished_names(),
-        seconds: progress.seconds_left(&config.items()),
+    let selection = match a.left {
+        true => Selection {
+            only: a.only.clone(),
+            shard: a.shard,
+            left_out: progress.finished_names(),
+            seconds: progress.seconds_left(&items),
+        },
+        false => Selection {
+            only: a.only.clone(),
+            shard: a.shard,
+            ..Selection::default()
+        },
     };
     a.common.fused_only("sweep")?;
     let jobs = a
@@ -334,7 +342,6 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     }
     if a.list || a.plan {
         config.validate().map_err(err)?;
-        let items = config.items();
         let chosen: Vec<_> = selection
             .choose(&items)
             .map_err(err)?
@@ -347,7 +354,6 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
             let eval = read_split(&corpus, &config.eval.split).map_err(err)?.len();
             let costs = config.costs(&chosen, valid, eval).map_err(err)?;
             // every item's finished seeds estimate it, chosen or not
-            let progress = Progress::read(&config, &items);
             return Ok(plan_text(&costs, &progress).trim_end().to_string());
         }
         let names: Vec<String> = chosen.iter().map(|i| i.name()).collect();
