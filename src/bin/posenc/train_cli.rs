@@ -283,10 +283,17 @@ pub struct SweepArgs {
     /// The results of every item done so far are merged into one CSV.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Run every N-th item starting at the I-th (0-based), for example 0/3, 1/3, 2/3 on three
-    /// machines; copy the result folders together and any run merges them.
+    /// Run every N-th group of the chosen items (a seed's model with the items that use its
+    /// checkpoint) starting at the I-th (0-based), for example 0/3, 1/3, 2/3 on three machines;
+    /// copy the result folders together and any run merges them.
     #[arg(long, value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
+    /// Choose only the items not finished (whose rows are not in the results table, as
+    /// --plan marks them) before --shard splits them, so that shards formed at the same time
+    /// share what is left evenly. It trusts the results folder's records; a run without it
+    /// also checks the weights behind each record.
+    #[arg(long)]
+    left: bool,
     /// Models trained or evaluated at the same time [default: the number of cores, at most 4].
     /// Results do not depend on it; with more than one, progress bars give way to log lines.
     #[arg(long)]
@@ -308,6 +315,11 @@ pub fn sweep(a: SweepArgs) -> Result<String, String> {
     let selection = Selection {
         only: a.only.clone(),
         shard: a.shard,
+        left_out: if a.left {
+            Progress::read(&config, &config.items()).finished_names()
+        } else {
+            Vec::new()
+        },
     };
     a.common.fused_only("sweep")?;
     let jobs = a

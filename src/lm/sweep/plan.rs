@@ -130,17 +130,20 @@ impl Item {
     }
 }
 
-/// Which items of the sweep to run: all, those named (`--only`), or a share (`--shard I/N`,
-/// 0-based): the items form groups (a seed's from-scratch model with the items that use its
-/// checkpoint; every other model alone), and shard `I` takes groups `I, I + N, ...` in the
-/// order of the list, so no shard needs another's checkpoint. The results of every item done
-/// so far, by any run, are merged into one CSV.
+/// Which items of the sweep to run: all, those named (`--only`), all but some (`--left`: the
+/// finished ones), or a share of those (`--shard I/N`, 0-based): the chosen items form groups
+/// (a seed's from-scratch model with the items that use its checkpoint; every other model
+/// alone), and shard `I` takes groups `I, I + N, ...` in the order of the list, so no shard
+/// needs another's checkpoint and shards formed together split the chosen items evenly. The
+/// results of every item done so far, by any run, are merged into one CSV.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selection {
     /// Item names ([`Item::name`]); empty for all.
     pub only: Vec<String>,
-    /// `(i, n)`: groups `i, i + n, i + 2n, ...` of the list.
+    /// `(i, n)`: groups `i, i + n, i + 2n, ...` of the chosen items.
     pub shard: Option<(usize, usize)>,
+    /// Item names left out before the groups are formed (`--left`: the finished items).
+    pub left_out: Vec<String>,
 }
 
 impl Selection {
@@ -167,18 +170,18 @@ impl Selection {
                 "I/N with 0 <= I < N",
             )?;
         }
-        // groups numbered in the order they first appear
+        let chosen = (0..items.len()).filter(|&k| {
+            (self.only.is_empty() || self.only.contains(&names[k]))
+                && !self.left_out.contains(&names[k])
+        });
+        // the chosen items' groups, numbered in the order they first appear
         let mut groups: BTreeMap<(String, u64), usize> = BTreeMap::new();
-        let group: Vec<usize> = items
-            .iter()
-            .map(|item| {
+        Ok(chosen
+            .filter(|&k| {
                 let next = groups.len();
-                *groups.entry(item.group()).or_insert(next)
+                let group = *groups.entry(items[k].group()).or_insert(next);
+                self.shard.is_none_or(|(i, n)| group % n == i)
             })
-            .collect();
-        Ok((0..items.len())
-            .filter(|&k| self.only.is_empty() || self.only.contains(&names[k]))
-            .filter(|&k| self.shard.is_none_or(|(i, n)| group[k] % n == i))
             .collect())
     }
 }
@@ -357,8 +360,8 @@ mod tests {
         let items = c.items();
         let shard = |i, n| {
             let s = Selection {
-                only: vec![],
                 shard: Some((i, n)),
+                ..Selection::default()
             };
             names(
                 &s.choose(&items)
@@ -388,9 +391,40 @@ mod tests {
         let mut every = names(&items);
         every.sort();
         assert_eq!(all, every, "the shards are a partition");
+        // shards split what is chosen: without the first two groups, shard 0 of 4 takes the
+        // third and the seventh
+        let left = Selection {
+            shard: Some((0, 4)),
+            left_out: vec![
+                "rope/seed0".into(),
+                "rope/ntk/seed0".into(),
+                "rope-ft-yarn-x2/seed0".into(),
+                "rope-ft-yarn-x4/seed0".into(),
+                "alibi/seed0".into(),
+                "alibi-ft-x4/seed0".into(),
+            ],
+            ..Selection::default()
+        };
+        let chosen: Vec<Item> = left
+            .choose(&items)
+            .unwrap()
+            .iter()
+            .map(|&k| items[k])
+            .collect();
+        // groups now: t5-ft-x2/0, alibi-budget-x2/0, rope/1, alibi/1, rope/2, alibi/2, ...
+        assert_eq!(
+            names(&chosen),
+            [
+                "t5-ft-x2/seed0",
+                "rope/seed2",
+                "rope/ntk/seed2",
+                "rope-ft-yarn-x2/seed2",
+                "rope-ft-yarn-x4/seed2"
+            ]
+        );
         let bad = Selection {
             only: vec!["rope-ft-yarn/seed0".into()],
-            shard: None,
+            ..Selection::default()
         };
         assert!(bad
             .choose(&items)

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::plan::Item;
-use super::store::{read_record, SweepTiming};
+use super::store::{finished_record, SweepTiming};
 use crate::lm::config::SweepConfig;
 use crate::lm::train::read_info;
 
@@ -36,7 +36,7 @@ impl Progress {
         let finished = items
             .iter()
             .filter_map(|item| {
-                let record = read_record(config, item).filter(|r| r.evaluates_as(config, item))?;
+                let record = finished_record(config, item)?;
                 let mut timing = record.timing;
                 if timing.train_seconds == 0.0 && !matches!(item, Item::Inference(..)) {
                     if let Ok(info) = read_info(&config.item_dir(item)) {
@@ -54,6 +54,11 @@ impl Progress {
         Self {
             finished: timings.into_iter().map(|t| (t.name.clone(), t)).collect(),
         }
+    }
+
+    /// The names of the finished items, in name order.
+    pub fn finished_names(&self) -> Vec<String> {
+        self.finished.keys().cloned().collect()
     }
 
     /// Whether the item named `name` is finished.
@@ -104,6 +109,7 @@ mod tests {
             timing("nope-ft-x2/seed0", 100.0, 50.0),
         ]);
         assert!(p.is_finished("rope/seed1") && !p.is_finished("rope/seed3"));
+        assert_eq!(p.finished_names().len(), 5);
         // training: (1000 + 1200) / 2, the reused seed 1 left out; evaluation (300+500+400)/3
         assert_eq!(p.estimate("rope/seed3", true), Some(1100.0 + 400.0));
         // a scaling at inference does not train

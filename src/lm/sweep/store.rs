@@ -160,8 +160,7 @@ pub(super) fn merge_outputs(config: &SweepConfig, items: &[Item]) -> Result<Vec<
     let mut curves: Vec<CurveRow> = Vec::new();
     let mut timings = Vec::new();
     for item in items {
-        let Some(record) = read_record(config, item).filter(|r| r.evaluates_as(config, item))
-        else {
+        let Some(record) = finished_record(config, item) else {
             continue;
         };
         rows.extend(read_csv::<ResultRow>(
@@ -212,4 +211,10 @@ pub(super) fn read_record(config: &SweepConfig, item: &Item) -> Option<ItemRecor
         .iter()
         .all(|dir| config.item_file(dir, item, "csv").exists());
     (complete && record.item == item.name()).then_some(record)
+}
+
+/// The record of `item` when its rows are in the table: complete ([`read_record`]) and
+/// evaluated as `config` evaluates it ([`ItemRecord::evaluates_as`]).
+pub(super) fn finished_record(config: &SweepConfig, item: &Item) -> Option<ItemRecord> {
+    read_record(config, item).filter(|r| r.evaluates_as(config, item))
 }

@@ -276,6 +276,38 @@ fn sweep_items_list_shard_merge_and_resume() {
     let only_config = config(&only);
     run(&only_config, &["--only", "nope/seed4"]);
     assert_eq!(table(&only).lines().count(), 1 + 2 * 2);
+    // --left: the other ten, which two shards formed together split between them
+    let listed = |config: &Path, extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["--list", "--left"];
+        args.extend_from_slice(extra);
+        let out = String::from_utf8(run(config, &args).stdout).unwrap();
+        out.lines()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let left = listed(&only_config, &[]);
+    let others: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| *n != "nope/seed4")
+        .collect();
+    assert_eq!(left, others);
+    let shards = [
+        listed(&only_config, &["--shard", "0/2"]),
+        listed(&only_config, &["--shard", "1/2"]),
+    ];
+    assert!(shards.iter().all(|s| !s.is_empty()), "{shards:?}");
+    let mut both: Vec<String> = shards.concat();
+    both.sort();
+    let mut want: Vec<String> = others.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(both, want, "{shards:?}");
+    let whole_left = listed(&whole_config, &[]);
+    assert!(
+        whole_left.is_empty(),
+        "the whole sweep has {whole_left:?} left"
+    );
     fails_with(
         &[
             "sweep",
