@@ -6,7 +6,8 @@ use polars::prelude::{DataFrame, NamedFrom, Series};
 
 use super::results::frame;
 use crate::results::{
-    KeepTest, Keeps, PairTest, Relation, ResultsTable, RopeMethod, Scheme, SchemeChange, Verdict,
+    labels_with, KeepTest, Keeps, PairTest, Relation, ResultsTable, RopeMethod, Scheme,
+    SchemeChange, Verdict,
 };
 use crate::Result;
 
@@ -255,23 +256,23 @@ pub fn rope_methods_frame(methods: &[RopeMethod]) -> Result<DataFrame> {
         .into(),
         Series::new(
             "change − RoPE's".into(),
-            number(&|m| m.vs_rope.comparison.mean),
+            number(&|m| m.vs_base.comparison.mean),
         )
         .into(),
         Series::new(
             "se seeds".into(),
-            number(&|m| m.vs_rope.comparison.seed_se().unwrap_or(f64::NAN)),
+            number(&|m| m.vs_base.comparison.seed_se().unwrap_or(f64::NAN)),
         )
         .into(),
         Series::new(
             "p Holm".into(),
-            number(&|m| m.vs_rope.p_holm.unwrap_or(f64::NAN)),
+            number(&|m| m.vs_base.p_holm.unwrap_or(f64::NAN)),
         )
         .into(),
         Series::new(
             "against RoPE".into(),
             text(&|m| {
-                m.vs_rope
+                m.vs_base
                     .verdict_words("rises more", "rises less", "one seed")
                     .to_string()
             }),
@@ -284,30 +285,27 @@ pub fn rope_methods_frame(methods: &[RopeMethod]) -> Result<DataFrame> {
 /// methods whose change is shown smaller than plain RoPE's, larger, neither, or untested (one
 /// seed); and of the first, those whose own change is not shown to rise either.
 pub fn rope_answer(methods: &[RopeMethod]) -> String {
-    let named = |pick: &dyn Fn(&RopeMethod) -> bool| {
-        let names: Vec<String> = methods
-            .iter()
-            .filter(|m| pick(m))
-            .map(|m| m.model.label())
-            .collect();
-        if names.is_empty() {
-            "none".to_string()
-        } else {
-            names.join(", ")
-        }
+    let joined = |names: Vec<String>| match names.is_empty() {
+        true => "none".to_string(),
+        false => names.join(", "),
     };
-    let against = |v: Option<Verdict>| move |m: &RopeMethod| m.vs_rope.verdict() == v;
+    let named = |v: Option<Verdict>| joined(labels_with(methods, v));
+    let flat_and_less: Vec<String> = methods
+        .iter()
+        .filter(|m| {
+            m.vs_base.verdict() == Some(Verdict::Below)
+                && m.change.verdict() != Some(Verdict::Above)
+        })
+        .map(|m| m.model.label())
+        .collect();
     format!(
         "rise less than plain RoPE: {}; of those, no rise detected at all: {}; rise more: {}; \
          no difference detected: {}; one seed, untested: {}",
-        named(&against(Some(Verdict::Below))),
-        named(&|m| {
-            m.vs_rope.verdict() == Some(Verdict::Below)
-                && m.change.verdict() != Some(Verdict::Above)
-        }),
-        named(&against(Some(Verdict::Above))),
-        named(&against(Some(Verdict::NotDetected))),
-        named(&against(None)),
+        named(Some(Verdict::Below)),
+        joined(flat_and_less),
+        named(Some(Verdict::Above)),
+        named(Some(Verdict::NotDetected)),
+        named(None),
     )
 }
 

@@ -9,32 +9,23 @@
 //!   change moves with the budget, so a gap between schemes of that size may be training, not
 //!   position encoding.
 
-use super::inference::{difference_of_changes, holm_family, Tested, Verdict};
+use super::against_base::{against_bases, labels_with, AgainstBase};
+use super::inference::Verdict;
 use super::markdown::{list, markdown_table};
 use super::rows::{ModelKey, WindowRow};
 use super::table::{test_cells, test_header, ResultsTable};
 use crate::error::ensure;
 use crate::Result;
 
-/// One budget control of a table against its scheme as trained.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BudgetEffect {
-    /// The budget control (`budget-x2`).
-    pub model: ModelKey,
-    /// Its scheme as trained on the sweep's budget.
-    pub base: ModelKey,
-    /// $\Delta_b$, tested in the table's family.
-    pub change: Tested,
-    /// $\Delta_b - \Delta_\text{base}$, tested in the budget controls' family.
-    pub vs_base: Tested,
-}
+/// One budget control of a table against its scheme as trained ([`AgainstBase::base`]).
+pub type BudgetEffect = AgainstBase;
 
 /// Every budget control of `table` whose scheme as trained is in it too (in the table's
-/// order), on `windows` in the table's mode.
+/// order) against that scheme ([`against_bases`]), on `windows` in the table's mode.
 ///
 /// # Errors
 /// [`crate::Error::InvalidParameter`] for a table without the tested change; as
-/// [`difference_of_changes`].
+/// [`super::inference::difference_of_changes`].
 pub fn budget_effects(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<BudgetEffect>> {
     ensure(
         table.has_change(),
@@ -42,28 +33,12 @@ pub fn budget_effects(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec
         table.mode.name(),
         "a table with its tested change",
     )?;
-    let (mut pairs, mut comparisons) = (Vec::new(), Vec::new());
-    for row in table.rows.iter().filter(|r| r.model.is_budget_control()) {
-        let base = ModelKey::base(row.model.scheme);
-        if let (Some(change), true) = (
-            row.change.clone(),
-            table.rows.iter().any(|r| r.model == base),
-        ) {
-            let d = difference_of_changes(windows, table.mode, &row.model, &base, table.span())?;
-            comparisons.push(d);
-            pairs.push((row.model.clone(), base, change));
-        }
-    }
-    Ok(pairs
-        .into_iter()
-        .zip(holm_family(comparisons)?)
-        .map(|((model, base, change), vs_base)| BudgetEffect {
-            model,
-            base,
-            change,
-            vs_base,
-        })
-        .collect())
+    let controls = table.rows.iter().filter(|r| r.model.is_budget_control());
+    against_bases(
+        table,
+        windows,
+        controls.map(|r| (r.model.clone(), ModelKey::base(r.model.scheme))),
+    )
 }
 
 /// The budget controls as markdown: a table (control, seeds, its change, its scheme's change as
@@ -91,19 +66,8 @@ pub fn budget_markdown(effects: &[BudgetEffect]) -> String {
             row
         })
         .collect();
-    let named = |v: Verdict| {
-        let labels: Vec<String> = effects
-            .iter()
-            .filter(|e| e.vs_base.verdict() == Some(v))
-            .map(|e| e.model.label())
-            .collect();
-        list(&labels)
-    };
-    let untested: Vec<String> = effects
-        .iter()
-        .filter(|e| e.vs_base.p_holm.is_none())
-        .map(|e| e.model.label())
-        .collect();
+    let named = |v: Verdict| list(&labels_with(effects, Some(v)));
+    let untested = labels_with(effects, None);
     let untested = match untested.is_empty() {
         true => String::new(),
         false => format!(" With one seed, untested: {}.", list(&untested)),

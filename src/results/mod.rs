@@ -11,7 +11,7 @@
 //! position ([`breaks`]); and the exports of a trained model, T5 bias and attention maps
 //! ([`exports`]); the source notes' claims asked of the trained models ([`families`]) and
 //! what the RoPE methods change ([`rope_methods`]) and what twice the training changes
-//! ([`budget`]).
+//! ([`budget`]), both models against a base ([`against_base`]).
 //!
 //! The notebooks render the same table and curves as DataFrames and figures
 //! (`posenc::notebook::results`, feature `notebook`); `posenc eval` and `posenc sweep`
@@ -27,6 +27,7 @@
 //! # Ok::<(), posenc::Error>(())
 //! ```
 
+pub mod against_base;
 pub mod breaks;
 pub mod budget;
 pub mod checks;
@@ -47,6 +48,7 @@ pub mod stats;
 pub mod student;
 pub mod table;
 
+pub use against_base::{against_bases, labels_with, AgainstBase};
 pub use breaks::{break_point, per_position_path, position_curves, Break, PositionCurve};
 pub use budget::{budget_effects, BudgetEffect};
 pub use checks::{models_with_seeds, printed, reproduction, Reproduction};

@@ -9,28 +9,21 @@
 //! - the same change against plain RoPE's, $\Delta_m - \Delta_\text{rope}$, all methods one
 //!   Holm family: [`Verdict::Below`] means the method makes RoPE's loss rise less.
 
-use super::inference::{difference_of_changes, holm_family, Tested};
+use super::against_base::{against_bases, AgainstBase};
 use super::rows::{ModelKey, Scheme, WindowRow};
 use super::table::ResultsTable;
 use crate::error::ensure;
 use crate::Result;
 
-/// One RoPE method of a table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RopeMethod {
-    /// The model (scheme RoPE, a variant other than `base`).
-    pub model: ModelKey,
-    /// $\Delta_m$, tested in the table's family.
-    pub change: Tested,
-    /// $\Delta_m - \Delta_\text{rope}$, tested in the methods' family.
-    pub vs_rope: Tested,
-}
+/// One RoPE method of a table: its `vs_base` is $\Delta_m - \Delta_\text{rope}$.
+pub type RopeMethod = AgainstBase;
 
-/// Every RoPE method of `table` (in its order), on `windows` in the table's mode.
+/// Every RoPE method of `table` (in its order) against plain RoPE ([`against_bases`]), on
+/// `windows` in the table's mode.
 ///
 /// # Errors
 /// [`crate::Error::InvalidParameter`] for a table without the tested change or without plain
-/// RoPE; as [`difference_of_changes`].
+/// RoPE; as [`super::inference::difference_of_changes`].
 pub fn rope_methods(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<RopeMethod>> {
     let rope = ModelKey::base(Scheme::Rope);
     ensure(
@@ -39,25 +32,14 @@ pub fn rope_methods(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<R
         table.mode.name(),
         "a table with its tested change and plain RoPE",
     )?;
-    let (mut models, mut comparisons) = (Vec::new(), Vec::new());
-    for row in table.rows.iter().filter(|r| {
+    let methods = table.rows.iter().filter(|r| {
         r.model.scheme == Scheme::Rope && !r.model.is_base() && !r.model.is_budget_control()
-    }) {
-        if let Some(change) = row.change.clone() {
-            let d = difference_of_changes(windows, table.mode, &row.model, &rope, table.span())?;
-            comparisons.push(d);
-            models.push((row.model.clone(), change));
-        }
-    }
-    Ok(models
-        .into_iter()
-        .zip(holm_family(comparisons)?)
-        .map(|((model, change), vs_rope)| RopeMethod {
-            model,
-            change,
-            vs_rope,
-        })
-        .collect())
+    });
+    against_bases(
+        table,
+        windows,
+        methods.map(|r| (r.model.clone(), rope.clone())),
+    )
 }
 
 #[cfg(test)]
@@ -104,9 +86,9 @@ mod tests {
         let methods = rope_methods(&table, &windows).unwrap();
         assert_eq!(methods.len(), 2);
         let of = |v: &str| methods.iter().find(|m| m.model.variant == v).unwrap();
-        assert_eq!(of("yarn").vs_rope.verdict(), Some(Verdict::Below));
-        assert!((of("yarn").vs_rope.comparison.mean + 0.9).abs() < 1e-9);
-        assert_eq!(of("ntk").vs_rope.verdict(), Some(Verdict::NotDetected));
+        assert_eq!(of("yarn").vs_base.verdict(), Some(Verdict::Below));
+        assert!((of("yarn").vs_base.comparison.mean + 0.9).abs() < 1e-9);
+        assert_eq!(of("ntk").vs_base.verdict(), Some(Verdict::NotDetected));
         let no_rope: Vec<ResultRow> = rows
             .iter()
             .filter(|r| r.variant != "base")
