@@ -6,7 +6,7 @@
 //! - the same change against the base's, $\Delta_m - \Delta_b$ on the seeds both have, all
 //!   pairs one Holm family.
 //!
-//! The RoPE methods against plain RoPE ([`super::rope_methods`]) and the budget controls
+//! The RoPE methods against plain RoPE ([`mod@super::rope_methods`]) and the budget controls
 //! against their schemes as trained ([`super::budget`]) are two such families.
 
 use super::inference::{difference_of_changes, holm_family, Tested, Verdict};

@@ -1,13 +1,9 @@
 //! What more training changes, asked of a results table: each budget control (a scheme
-//! trained from scratch on a multiple of the bytes, `budget-x2`) against its scheme as trained,
-//! with two tests on paired windows ([`super::inference::compare`]):
-//!
-//! - its change from the table's shortest length to its longest, $\Delta_b$, as the table
-//!   tests it (the table's Holm family);
-//! - the same change against its scheme's, $\Delta_b - \Delta_\text{base}$ on the seeds both
-//!   have, all budget controls one Holm family: a detected difference says that the scheme's
-//!   change moves with the budget, so a gap between schemes of that size may be training, not
-//!   position encoding.
+//! trained from scratch on a multiple of the bytes, `budget-x2`) against its scheme as trained
+//! ([`super::against_base`]: its change $\Delta_b$ from the shortest length to the longest, and
+//! $\Delta_b - \Delta_\text{base}$, all budget controls one Holm family). A detected difference
+//! says that the scheme's change moves with the budget, so a gap between schemes of that size
+//! may be training, not position encoding.
 
 use super::against_base::{against_bases, labels_with, AgainstBase};
 use super::inference::Verdict;
@@ -42,7 +38,7 @@ pub fn budget_effects(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec
 }
 
 /// The budget controls as markdown: a table (control, seeds, its change, its scheme's change as
-/// trained, then the difference with its tests, [`test_cells`]) and a sentence naming the
+/// trained, then the difference with its tests) and a sentence naming the
 /// controls by verdict; empty without a control.
 pub fn budget_markdown(effects: &[BudgetEffect]) -> String {
     if effects.is_empty() {

@@ -7,7 +7,7 @@
 //!    ([`Relation`]), the difference of their changes from the table's shortest length to its
 //!    longest, $(x^r_{L_{max}} - x^r_{L_{min}}) - (x^a_{L_{max}} - x^a_{L_{min}})$, is tested
 //!    over seeds ($t$ with $S - 1$ degrees of freedom), one Holm family for all the pairs
-//!    ([`relative_against_absolute`]). [`Verdict::Below`]: $r$ changes less.
+//!    ([`relative_against_absolute`]). [`Verdict::Below`](super::inference::Verdict::Below): $r$ changes less.
 //! 2. **Is being capped enough?** A scheme whose attention at an unseen distance reuses a
 //!    trained value ([`Family::capped`]) *keeps its loss* when its change $\Delta$ lies within
 //!    $\pm\delta$, $\delta$ = [`KEEPS`] nats per byte (a perplexity within 5 %). Two one-sided

@@ -1,6 +1,6 @@
 //! The results section of the README and its page of details, generated from a sweep's
 //! results folder so that every number and every sentence in them follows from the shipped
-//! data (`posenc report`, [`super::report`]; a test compares the documents with it): the
+//! data (`posenc report`, [`mod@super::report`]; a test compares the documents with it): the
 //! [`ResultsTable`] of one window mode as markdown with,
 //! given per-window losses, the sentences that sort the models by the verdicts of its tests
 //! (a $t$ test over seeds, Holm-corrected across the table, beside a bootstrap over the text),

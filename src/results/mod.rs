@@ -4,13 +4,13 @@
 //! over seeds ([`stats`]) and paired windows ([`paired`]), the tests behind every verdict ([`inference`]:
 //! a $t$ test over seeds with [`student`]'s distribution, Holm's correction, a bootstrap over
 //! the text), curves over seeds and the plateau of each run ([`curves`]), the one results
-//! table ([`table`]) and its markdown ([`markdown`]; `posenc report`, whole or in parts, [`report`]), the setup of a
+//! table ([`table`]) and its markdown ([`markdown`]; `posenc report`, whole or in parts, [`mod@report`]), the setup of a
 //! sweep read back from its checkpoints ([`setup`]) and its record ([`record`]); models
 //! against each other at one length and the windows checked against the rows ([`contrast`]);
 //! seeds per model and rows reproduced ([`checks`]); where each model breaks by
 //! position ([`breaks`]); and the exports of a trained model, T5 bias and attention maps
 //! ([`exports`]); the source notes' claims asked of the trained models ([`families`]) and
-//! what the RoPE methods change ([`rope_methods`]) and what twice the training changes
+//! what the RoPE methods change ([`mod@rope_methods`]) and what twice the training changes
 //! ([`budget`]), both models against a base ([`against_base`]).
 //!
 //! The notebooks render the same table and curves as DataFrames and figures

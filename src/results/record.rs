@@ -28,7 +28,7 @@ pub const RECORD_FILE: &str = "sweep.json";
 /// The first shipped sweep (`data/results/`) recorded its fine-tunes before they had several
 /// factors: one `factor`, the `batch` at that factor, no controls, validation on the training
 /// schedule and the reference YaRN ramp. Such a record is read as the configuration that
-/// trains the same models: `factors` $= [f]$, `batch` $= f \cdot$ batch, no controls, the
+/// trains the same models: `factors` $= \[f\]$, `batch` $= f \cdot$ batch, no controls, the
 /// training's `valid_every`, every seed, [`RampBounds::default`].
 ///
 /// # Errors

@@ -1,13 +1,11 @@
 //! What is done about RoPE's extrapolation, asked of a results table: every model of the RoPE
 //! scheme other than RoPE as trained and its budget control (`budget-x2`, [`super::budget`]) —
 //! a scaling or a ReRoPE-style method applied at inference (the variant names the method:
-//! `yarn`, `rerope`, ...) or a fine-tune (`ft-*`) — with two
-//! tests on paired windows ([`super::inference::compare`]):
-//!
-//! - its change from the table's shortest length to its longest, $\Delta_m$, as the table
-//!   tests it (the table's Holm family);
-//! - the same change against plain RoPE's, $\Delta_m - \Delta_\text{rope}$, all methods one
-//!   Holm family: [`Verdict::Below`] means the method makes RoPE's loss rise less.
+//! `yarn`, `rerope`, ...) or a fine-tune (`ft-*`) — against plain RoPE
+//! ([`super::against_base`]: its change $\Delta_m$ from the shortest length to the longest, and
+//! $\Delta_m - \Delta_\text{rope}$, all methods one Holm family).
+//! [`Verdict::Below`](super::inference::Verdict::Below) means the method makes RoPE's loss rise
+//! less.
 
 use super::against_base::{against_bases, AgainstBase};
 use super::rows::{ModelKey, Scheme, WindowRow};

@@ -71,7 +71,7 @@ impl Mode {
 crate::named::named!(Mode, "mode");
 
 /// Checks the lengths and the window layout before any work: at least one length, each from
-/// 1 to [`MAX_LEN`].
+/// 1 to [`MAX_LEN`](super::MAX_LEN).
 ///
 /// # Errors
 /// [`crate::Error::InvalidParameter`] naming `lengths` and the bound.
