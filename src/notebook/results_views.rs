@@ -8,6 +8,7 @@
 use ndarray::Array2;
 use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 
+use super::columns::Columns;
 use super::display::Figure;
 use super::figures::{heatmap, BandSeries};
 use crate::lm::config::SweepConfig;
@@ -217,48 +218,19 @@ pub fn validation_bands(
 /// # Errors
 /// [`Error::Io`] if polars refuses the columns.
 pub fn budget_frame(effects: &[BudgetEffect]) -> Result<DataFrame> {
-    let number = |f: &dyn Fn(&BudgetEffect) -> f64| effects.iter().map(f).collect::<Vec<_>>();
-    let text = |f: &dyn Fn(&BudgetEffect) -> String| effects.iter().map(f).collect::<Vec<_>>();
-    fn vs(e: &BudgetEffect) -> &crate::results::Comparison {
-        &e.vs_base.comparison
-    }
+    let c = Columns(effects);
     frame(vec![
-        Series::new("model".into(), text(&|e| e.model.label())).into(),
-        Series::new(
-            "seeds".into(),
-            effects
-                .iter()
-                .map(|e| vs(e).n_seeds as u64)
-                .collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new("change".into(), number(&|e| e.change.comparison.mean)).into(),
-        Series::new(
-            "change as trained".into(),
-            number(&|e| e.change.comparison.mean - vs(e).mean),
-        )
-        .into(),
-        Series::new("difference".into(), number(&|e| vs(e).mean)).into(),
-        Series::new(
-            "se seeds".into(),
-            number(&|e| vs(e).seed_se().unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new("se text".into(), number(&|e| vs(e).text.se)).into(),
-        Series::new(
-            "p Holm".into(),
-            number(&|e| e.vs_base.p_holm.unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "verdict".into(),
-            text(&|e| {
-                e.vs_base
-                    .verdict_words("moves up", "moves down", "one seed")
-                    .to_string()
-            }),
-        )
-        .into(),
+        c.text("model", |e| e.model.label()),
+        c.count("seeds", |e| e.vs_base.comparison.n_seeds),
+        c.number("change", |e| e.change.comparison.mean),
+        c.number("change as trained", |e| {
+            e.change.comparison.mean - e.vs_base.comparison.mean
+        }),
+        c.number("difference", |e| e.vs_base.comparison.mean),
+        c.seed_se(|e| &e.vs_base),
+        c.number("se text", |e| e.vs_base.comparison.text.se),
+        c.p_holm(|e| &e.vs_base),
+        c.verdict("verdict", |e| &e.vs_base, ["moves up", "moves down"]),
     ])
 }
 
