@@ -9,25 +9,28 @@ use crate::results::Tested;
 pub(crate) struct Columns<'a, T>(pub &'a [T]);
 
 impl<T> Columns<'_, T> {
+    /// A column of any type polars takes (numbers, strings, booleans, and their `Option`s
+    /// for missing values).
+    pub(crate) fn column<V>(&self, name: &str, f: impl Fn(&T) -> V) -> Column
+    where
+        Series: NamedFrom<Vec<V>, [V]>,
+    {
+        Series::new(name.into(), self.0.iter().map(f).collect::<Vec<V>>()).into()
+    }
+
     /// A column of strings.
     pub(crate) fn text(&self, name: &str, f: impl Fn(&T) -> String) -> Column {
-        Series::new(name.into(), self.0.iter().map(f).collect::<Vec<_>>()).into()
+        self.column(name, f)
     }
 
     /// A column of `f64`.
     pub(crate) fn number(&self, name: &str, f: impl Fn(&T) -> f64) -> Column {
-        Series::new(name.into(), self.0.iter().map(f).collect::<Vec<_>>()).into()
+        self.column(name, f)
     }
 
-    /// A column of counts (`u64`).
+    /// A column of counts, as `u64`.
     pub(crate) fn count(&self, name: &str, f: impl Fn(&T) -> usize) -> Column {
-        let counts: Vec<u64> = self.0.iter().map(|r| f(r) as u64).collect();
-        Series::new(name.into(), counts).into()
-    }
-
-    /// A column of booleans.
-    pub(crate) fn flag(&self, name: &str, f: impl Fn(&T) -> bool) -> Column {
-        Series::new(name.into(), self.0.iter().map(f).collect::<Vec<_>>()).into()
+        self.column(name, |r| f(r) as u64)
     }
 
     /// `se seeds`: the standard error over seeds of the tested quantity, NaN with one seed.
@@ -95,12 +98,18 @@ mod tests {
         let df = frame(vec![
             c.number("mean", |t| t.comparison.mean),
             c.count("seeds", |t| t.comparison.n_seeds),
+            c.column("p or missing", |t| t.p_holm),
             c.seed_se(|t| t),
             c.p_holm(|t| t),
             c.verdict("verdict", |t| t, ["up", "down"]),
         ])
         .unwrap();
         assert_eq!(df.height(), 4);
+        assert_eq!(df.column("p or missing").unwrap().null_count(), 1);
+        assert_eq!(
+            df.column("seeds").unwrap().dtype(),
+            &polars::prelude::DataType::UInt64
+        );
         assert_eq!(column_f64(&df, "mean").unwrap(), [0.5, -0.5, 0.1, 0.1]);
         let se = column_f64(&df, "se seeds").unwrap();
         assert_eq!(se[..3], [0.25; 3]);

@@ -35,7 +35,7 @@ pub fn changes_frame(changes: &[SchemeChange]) -> Result<DataFrame> {
         c.text("model", |c| c.model.label()),
         c.text("family", |c| c.family.name.into()),
         c.text("relation", |c| relation_name(c.family.relation).into()),
-        c.flag("capped", |c| c.family.capped),
+        c.column("capped", |c| c.family.capped),
         c.count("seeds", |c| c.change.comparison.n_seeds),
         c.number("change", |c| c.change.comparison.mean),
         c.number("change from the rows", |c| c.change_rows),
