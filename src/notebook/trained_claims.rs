@@ -1,6 +1,6 @@
 //! Notebook 10's two questions to the trained models ([`crate::results::families`]) as
 //! DataFrames and as the sentences the verdicts carry, and what the RoPE methods change
-//! ([`crate::results::rope_methods`]).
+//! ([`crate::results::rope_methods()`]).
 
 use polars::prelude::DataFrame;
 
@@ -153,7 +153,7 @@ pub fn capped_answer(tests: &[KeepTest]) -> String {
     )
 }
 
-/// The RoPE methods ([`crate::results::rope_methods`]), one row each: `method`, `seeds`,
+/// The RoPE methods ([`crate::results::rope_methods()`]), one row each: `method`, `seeds`,
 /// `change` (nats/byte), `change verdict` (`rises`, `falls`, `not detected`, `one seed`),
 /// `change − RoPE's`, `se seeds` and `p Holm` of that contrast (NaN with one seed), and
 /// `against RoPE` (`rises less`, `rises more`, `not detected`, `one seed`).
