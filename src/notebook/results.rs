@@ -130,9 +130,9 @@ pub fn curves_frame(points: &[CurvePoint]) -> Result<DataFrame> {
     let c = Columns(points);
     frame(vec![
         c.text("model", |p| p.model.label()),
-        c.column("step", |p| p.step as u64),
-        c.column("bytes", |p| p.bytes as u64),
-        c.column("seeds", |p| p.seeds as u64),
+        c.count("step", |p| p.step),
+        c.count("bytes", |p| p.bytes),
+        c.count("seeds", |p| p.seeds),
         c.number("mean", |p| p.mean),
         c.number("min", |p| p.min),
         c.number("max", |p| p.max),
@@ -153,8 +153,8 @@ pub fn setup_frame(setup: &Setup) -> Result<DataFrame> {
         c.text("trained", SetupRow::describe),
         c.text("scheme", |r| r.model.info.model.scheme.to_string()),
         c.column("seed", |r| r.model.info.train.seed),
-        c.column("parameters", |r| r.model.info.params as u64),
-        c.column("steps", |r| r.model.info.train.steps as u64),
+        c.count("parameters", |r| r.model.info.params),
+        c.count("steps", |r| r.model.info.train.steps),
         c.text("batch x length", |r| {
             let (info, model) = (&r.model.info.train, &r.model.info.model);
             format!("{} x {}", info.batch, model.train_len)
