@@ -22,6 +22,9 @@
 //!   tables [`sign_conventions`] and [`scheme_summary`]; [`bucket_ranges`], which relative
 //!   positions share each T5 bucket; [`wavelengths`], RoPE's wavelength spectrum against the
 //!   training and target lengths;
+//! - **notebook 10's claims**: [`claim_schemes`], [`shift_table`], [`append_changes`] and
+//!   [`entropy_curves`] measure the position math of its claims 1 and 2 over 14 schemes,
+//!   [`rope_unseen_pairs`] and [`rope_edits`] RoPE's side of its claims 2 (c) and 5;
 //! - **checks**: [`check`] stops a cell on a false claim, [`try_check`] returns it as a
 //!   `Result`, [`check_that`] stops it on a false inequality or property (with the numbers
 //!   behind it), [`max_err`] measures the largest difference of two arrays, [`randn`] makes
@@ -73,6 +76,7 @@ mod golden_json;
 mod relative;
 pub mod results;
 mod results_views;
+mod rope_claims;
 mod schemes;
 mod table;
 mod trained_claims;
@@ -106,6 +110,7 @@ pub use polars::prelude::{df, Column, DataFrame, NamedFrom, Series};
 pub use relative::{
     constant_from, mass_window, position_maps, toeplitz_err, weights_by_distance, PositionMap,
 };
+pub use rope_claims::{rope_edits, rope_unseen_pairs, RopeEdits};
 pub use schemes::{scheme_summary, sign_conventions, SUMMARY_CONFIG};
 pub use table::{df_to_html, df_to_html_with, TableOptions};
 pub use trained_claims::{
