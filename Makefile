@@ -143,7 +143,8 @@ test-notebooks: notebook-setup notebooks-check-clean notebooks-prewarm build $(K
 	$(STAGE) browser-checks scripts/browser-check $(BROWSER_PAGES) --lab $(LAB_PAGES)
 	$(MAKE) --no-print-directory test-notebook-helpers
 
-# Committed notebooks carry no outputs (nbstripout --verify; clear them with `make notebooks-strip`).
+# Committed notebooks carry no outputs (nbstripout --verify; clear them with `make notebooks-strip`),
+# and no code cell over 25 lines or code line over 100 characters.
 notebooks-check-clean: notebook-setup
 	$(NB) check-clean
 

@@ -9,7 +9,8 @@ Run with the project's virtualenv (scripts/setup creates it): .venv/bin/python s
                     exit 1 if any failed
   prewarm           execute only the first cell of the first notebook (the `:dep` cell) in
                     each of --slots build slots, so that they hold every notebook dependency
-  check-clean [NB]  fail if a notebook carries outputs or execution counts (nbstripout --verify)
+  check-clean [NB]  fail if a notebook carries outputs or execution counts (nbstripout --verify),
+                    or a code cell over 25 lines or a code line over 100 characters
   strip [NB...]     remove outputs and execution counts in place (nbstripout)
   timings           print the performance figures of docs/performance.md (see --help)
 
@@ -408,6 +409,30 @@ def cmd_prewarm(args):
 NBSTRIPOUT = [str(Path(sys.executable).with_name("nbstripout")), "--keep-id"]
 
 
+# A code cell a reader takes in at a glance: at most this many lines, each at most this many
+# characters wide (JupyterLab does not wrap code cells; the crate's rustfmt width is 100).
+MAX_CELL_LINES = 25
+MAX_LINE_CHARS = 100
+
+
+def layout_problems(path):
+    """Code cells over MAX_CELL_LINES lines and code lines over MAX_LINE_CHARS characters
+    (the `:dep` lines that name the crate excepted), one message each."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    problems = []
+    code_cells = (cell for cell in nb["cells"] if cell["cell_type"] == "code")
+    for number, cell in enumerate(code_cells, start=1):
+        lines = "".join(cell["source"]).split("\n")
+        if len(lines) > MAX_CELL_LINES:
+            problems.append(f"{rel(path)}: code cell {number} has {len(lines)} lines "
+                            f"(at most {MAX_CELL_LINES})")
+        for line_number, line in enumerate(lines, start=1):
+            if len(line) > MAX_LINE_CHARS and not line.startswith(":dep"):
+                problems.append(f"{rel(path)}: code cell {number}, line {line_number} has "
+                                f"{len(line)} characters (at most {MAX_LINE_CHARS})")
+    return problems
+
+
 def cmd_check_clean(args):
     paths = notebook_paths(args.notebooks)
     proc = subprocess.run(NBSTRIPOUT + ["--verify"] + [str(p) for p in paths],
@@ -417,7 +442,13 @@ def cmd_check_clean(args):
         print("check-clean: notebooks carry outputs or execution counts; clear them with: "
               "make notebooks-strip", file=sys.stderr)
         return 1
-    print(f"check-clean: {len(paths)} notebooks carry no outputs (nbstripout --verify)")
+    problems = [problem for path in paths for problem in layout_problems(path)]
+    if problems:
+        sys.stderr.write("".join(problem + "\n" for problem in problems))
+        print(f"check-clean: {len(problems)} code cells or lines too long", file=sys.stderr)
+        return 1
+    print(f"check-clean: {len(paths)} notebooks carry no outputs (nbstripout --verify); every "
+          f"code cell has at most {MAX_CELL_LINES} lines of at most {MAX_LINE_CHARS} characters")
     return 0
 
 
@@ -601,7 +632,8 @@ def main():
                    help="build slots to fill, one per notebook run at once (default 1)")
     p.set_defaults(func=cmd_prewarm)
 
-    p = sub.add_parser("check-clean", help="fail if notebooks carry outputs")
+    p = sub.add_parser("check-clean",
+                       help="fail if notebooks carry outputs or code cells or lines too long")
     p.add_argument("notebooks", nargs="*")
     p.set_defaults(func=cmd_check_clean)
 
