@@ -1,8 +1,9 @@
 //! What is done about RoPE's extrapolation, asked of a results table: every model of the RoPE
 //! scheme other than RoPE as trained and its budget control (`budget-x2`, [`super::budget`]) —
 //! a scaling or a ReRoPE-style method applied at inference (the variant names the method:
-//! `yarn`, `rerope`, ...) or a fine-tune (`ft-*`) — against plain RoPE
-//! ([`super::against_base`]: its change $\Delta_m$ from the shortest length to the longest, and
+//! `yarn`, `rerope`, ...) or a fine-tune (`ft-*`) — and the RoPE variants trained from scratch
+//! ([`TRAINED_ALTERNATIVES`], as trained), against plain RoPE ([`super::against_base`]: its
+//! change $\Delta_m$ from the shortest length to the longest, and
 //! $\Delta_m - \Delta_\text{rope}$, all methods one Holm family).
 //! [`Verdict::Below`](super::inference::Verdict::Below) means the method makes RoPE's loss rise
 //! less.
@@ -15,6 +16,16 @@ use crate::Result;
 
 /// One RoPE method of a table: its `vs_base` is $\Delta_m - \Delta_\text{rope}$.
 pub type RopeMethod = AgainstBase;
+
+/// The schemes that change RoPE itself and are trained from scratch, each tested against plain
+/// RoPE as a method: partial RoPE, p-RoPE (the slowest pairs left unrotated), randomized
+/// positions, and RoPE layers with NoPE layers between.
+pub const TRAINED_ALTERNATIVES: [Scheme; 4] = [
+    Scheme::PartialRope,
+    Scheme::PRope,
+    Scheme::RandomRope,
+    Scheme::RopeNope,
+];
 
 /// Every RoPE method of `table` (in its order) against plain RoPE ([`against_bases`]), on
 /// `windows` in the table's mode.
@@ -31,7 +42,9 @@ pub fn rope_methods(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<R
         "a table with its tested change and plain RoPE",
     )?;
     let methods = table.rows.iter().filter(|r| {
-        r.model.scheme == Scheme::Rope && !r.model.is_base() && !r.model.is_budget_control()
+        let m = &r.model;
+        (m.scheme == Scheme::Rope && !m.is_base() && !m.is_budget_control())
+            || (TRAINED_ALTERNATIVES.contains(&m.scheme) && m.is_base())
     });
     against_bases(
         table,
@@ -47,19 +60,21 @@ mod tests {
     use crate::results::paired::{window, WindowKey};
     use crate::results::rows::{Mode, ResultRow};
 
-    /// Plain RoPE rises by 1 + seed/100, `rope/yarn` by 0.1 + seed/100, `rope/ntk` by
-    /// 1 + seed/50: YaRN rises less than RoPE, NTK no differently; the budget control is no
-    /// method.
+    /// Plain RoPE rises by 1 + seed/100, `rope/yarn` and p-RoPE by 0.1 + seed/100, `rope/ntk`
+    /// by 1 + seed/50: YaRN and p-RoPE rise less than RoPE, NTK no differently; the budget
+    /// controls (RoPE's and p-RoPE's) are no method.
     #[test]
     fn methods_against_plain_rope() {
         let (mut rows, mut windows) = (Vec::new(), Vec::new());
-        for (variant, rise, per_seed) in [
-            ("base", 1.0, 0.01),
-            ("yarn", 0.1, 0.01),
-            ("ntk", 1.0, 0.02),
-            ("budget-x2", 1.0, 0.01),
+        for (scheme, variant, rise, per_seed) in [
+            (Scheme::Rope, "base", 1.0, 0.01),
+            (Scheme::Rope, "yarn", 0.1, 0.01),
+            (Scheme::Rope, "ntk", 1.0, 0.02),
+            (Scheme::Rope, "budget-x2", 1.0, 0.01),
+            (Scheme::PRope, "base", 0.1, 0.01),
+            (Scheme::PRope, "budget-x2", 0.1, 0.01),
         ] {
-            let model = ModelKey::new(Scheme::Rope, variant);
+            let model = ModelKey::new(scheme, variant);
             for seed in 0..5u64 {
                 let flip = if seed % 2 == 0 { 1.0 } else { -1.0 };
                 for (len, add) in [
@@ -70,26 +85,22 @@ mod tests {
                     for w in 0..3 {
                         windows.push(window(&k, seed, w * 2048, 10, 1.5 + add));
                     }
-                    rows.push(ResultRow::example(
-                        Scheme::Rope,
-                        variant,
-                        len,
-                        seed,
-                        1.5 + add,
-                    ));
+                    rows.push(ResultRow::example(scheme, variant, len, seed, 1.5 + add));
                 }
             }
         }
         let table = ResultsTable::new(&rows, Some(&windows), Mode::Nonoverlap).unwrap();
         let methods = rope_methods(&table, &windows).unwrap();
-        assert_eq!(methods.len(), 2);
+        assert_eq!(methods.len(), 3);
         let of = |v: &str| methods.iter().find(|m| m.model.variant == v).unwrap();
         assert_eq!(of("yarn").vs_base.verdict(), Some(Verdict::Below));
+        assert_eq!(of("base").model.scheme, Scheme::PRope);
+        assert_eq!(of("base").vs_base.verdict(), Some(Verdict::Below));
         assert!((of("yarn").vs_base.comparison.mean + 0.9).abs() < 1e-9);
         assert_eq!(of("ntk").vs_base.verdict(), Some(Verdict::NotDetected));
         let no_rope: Vec<ResultRow> = rows
             .iter()
-            .filter(|r| r.variant != "base")
+            .filter(|r| r.scheme != Scheme::Rope || r.variant != "base")
             .cloned()
             .collect();
         let table = ResultsTable::new(&no_rope, Some(&windows), Mode::Nonoverlap).unwrap();
