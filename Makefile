@@ -50,6 +50,7 @@ venv-background:
 test-rust: fmt-check check-cli
 	$(STAGE) rust-tests $(RELEASE_CARGO) test --release $(TRAIN) --all-targets
 	$(STAGE) doc-tests $(RELEASE_CARGO) test --release $(TRAIN) --doc
+	$(STAGE) api-docs env RUSTDOCFLAGS="-D warnings" $(CARGO) doc --release --no-deps --lib $(TRAIN)
 
 fmt-check:
 	$(STAGE) fmt $(CARGO) fmt --all -- --check
@@ -87,12 +88,15 @@ bench:
 bench-long:
 	bench/long.sh
 
-# API docs with formulas rendered offline: KaTeX (npm package, fetched once) is copied
-# next to the pages. The exported notebooks (`make html`) embed the same KaTeX.
+# API docs of the whole library (the `train` and `notebook` features too; release profile, so
+# burn is the build of `make build`), warnings denied, with formulas rendered offline: KaTeX
+# (npm package, fetched once) is copied next to the pages. The exported notebooks (`make html`)
+# embed the same KaTeX. `make test` checks the same docs (stages api-docs, notebook-api-docs).
 KATEX_VERSION := 0.16.47
 KATEX := target/katex/package/dist/katex.min.js
 doc: $(KATEX)
-	RUSTDOCFLAGS="--html-in-header $(CURDIR)/docs/katex-header.html" $(CARGO) doc --no-deps
+	RUSTDOCFLAGS="-D warnings --html-in-header $(CURDIR)/docs/katex-header.html" \
+		$(CARGO) doc --release --no-deps --lib --features train,notebook
 	rm -rf target/doc/katex && cp -r target/katex/package/dist target/doc/katex
 	@echo "docs: target/doc/posenc/index.html"
 
@@ -172,6 +176,8 @@ test-notebook-helpers: notebooks-prewarm
 	$(STAGE) notebook-helper-tests scripts/notebook-cargo test --features notebook --all-targets \
 		notebook::
 	$(STAGE) notebook-doc-tests scripts/notebook-cargo test --features notebook --doc notebook
+	$(STAGE) notebook-api-docs env RUSTDOCFLAGS="-D warnings" scripts/notebook-cargo doc \
+		--features notebook --no-deps --lib
 
 # The notebook performance figures of docs/performance.md (--cold: also a build from nothing, minutes).
 notebook-timings: notebook-setup notebooks-prewarm

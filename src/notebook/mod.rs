@@ -65,6 +65,7 @@ mod binary;
 mod buckets;
 mod check;
 mod claims;
+mod columns;
 mod display;
 mod figures;
 mod golden;

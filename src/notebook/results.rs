@@ -7,8 +7,10 @@
 
 use std::path::Path;
 
-use polars::prelude::{Column, DataFrame, NamedFrom, Series};
+use polars::prelude::{Column, DataFrame};
 use polars_io::prelude::{CsvReadOptions, SerReader};
+
+use super::columns::Columns;
 
 pub use super::results_views::{
     at_length_frame, attention_figure, breaks_frame, budget_frame, factors_frame, far_mass_frame,
@@ -125,17 +127,15 @@ pub fn table_frame(table: &ResultsTable) -> Result<DataFrame> {
 /// # Errors
 /// [`Error::Io`] if polars refuses the columns.
 pub fn curves_frame(points: &[CurvePoint]) -> Result<DataFrame> {
-    let model: Vec<String> = points.iter().map(|p| p.model.label()).collect();
-    let number = |f: fn(&CurvePoint) -> u64| points.iter().map(f).collect::<Vec<u64>>();
-    let loss = |f: fn(&CurvePoint) -> f64| points.iter().map(f).collect::<Vec<f64>>();
+    let c = Columns(points);
     frame(vec![
-        Series::new("model".into(), model).into(),
-        Series::new("step".into(), number(|p| p.step as u64)).into(),
-        Series::new("bytes".into(), number(|p| p.bytes as u64)).into(),
-        Series::new("seeds".into(), number(|p| p.seeds as u64)).into(),
-        Series::new("mean".into(), loss(|p| p.mean)).into(),
-        Series::new("min".into(), loss(|p| p.min)).into(),
-        Series::new("max".into(), loss(|p| p.max)).into(),
+        c.text("model", |p| p.model.label()),
+        c.count("step", |p| p.step),
+        c.count("bytes", |p| p.bytes),
+        c.count("seeds", |p| p.seeds),
+        c.number("mean", |p| p.mean),
+        c.number("min", |p| p.min),
+        c.number("max", |p| p.max),
     ])
 }
 
@@ -147,56 +147,27 @@ pub fn curves_frame(points: &[CurvePoint]) -> Result<DataFrame> {
 /// # Errors
 /// [`Error::Io`] if polars refuses the columns.
 pub fn setup_frame(setup: &Setup) -> Result<DataFrame> {
-    let rows = &setup.rows;
-    let info = |f: fn(&crate::lm::config::CheckpointInfo) -> f64| {
-        rows.iter().map(|r| f(&r.model.info)).collect::<Vec<f64>>()
-    };
-    let count = |f: fn(&SetupRow) -> u64| rows.iter().map(f).collect::<Vec<u64>>();
-    let text = |f: fn(&SetupRow) -> String| rows.iter().map(f).collect::<Vec<String>>();
+    let c = Columns(&setup.rows);
     frame(vec![
-        Series::new("checkpoint".into(), text(|r| r.model.name.clone())).into(),
-        Series::new("trained".into(), text(SetupRow::describe)).into(),
-        Series::new(
-            "scheme".into(),
-            text(|r| r.model.info.model.scheme.to_string()),
-        )
-        .into(),
-        Series::new("seed".into(), count(|r| r.model.info.train.seed)).into(),
-        Series::new("parameters".into(), count(|r| r.model.info.params as u64)).into(),
-        Series::new("steps".into(), count(|r| r.model.info.train.steps as u64)).into(),
-        Series::new(
-            "batch x length".into(),
-            text(|r| {
-                format!(
-                    "{} x {}",
-                    r.model.info.train.batch, r.model.info.model.train_len
-                )
-            }),
-        )
-        .into(),
-        Series::new(
-            "training bytes (MB)".into(),
-            rows.iter()
-                .map(|r| r.bytes() as f64 / 1e6)
-                .collect::<Vec<f64>>(),
-        )
-        .into(),
-        Series::new("peak lr".into(), info(|i| i.train.lr)).into(),
-        Series::new(
-            "final train loss (nats/byte)".into(),
-            info(|i| i.final_train_loss.unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "training time (min)".into(),
-            info(|i| i.train_seconds / 60.0),
-        )
-        .into(),
-        Series::new(
-            "throughput (bytes/s)".into(),
-            info(|i| i.tokens_per_second.unwrap_or(f64::NAN)),
-        )
-        .into(),
+        c.text("checkpoint", |r| r.model.name.clone()),
+        c.text("trained", SetupRow::describe),
+        c.text("scheme", |r| r.model.info.model.scheme.to_string()),
+        c.column("seed", |r| r.model.info.train.seed),
+        c.count("parameters", |r| r.model.info.params),
+        c.count("steps", |r| r.model.info.train.steps),
+        c.text("batch x length", |r| {
+            let (info, model) = (&r.model.info.train, &r.model.info.model);
+            format!("{} x {}", info.batch, model.train_len)
+        }),
+        c.number("training bytes (MB)", |r| r.bytes() as f64 / 1e6),
+        c.number("peak lr", |r| r.model.info.train.lr),
+        c.number("final train loss (nats/byte)", |r| {
+            r.model.info.final_train_loss.unwrap_or(f64::NAN)
+        }),
+        c.number("training time (min)", |r| r.model.info.train_seconds / 60.0),
+        c.number("throughput (bytes/s)", |r| {
+            r.model.info.tokens_per_second.unwrap_or(f64::NAN)
+        }),
     ])
 }
 

@@ -8,6 +8,7 @@
 use ndarray::Array2;
 use polars::prelude::{Column, DataFrame, NamedFrom, Series};
 
+use super::columns::Columns;
 use super::display::Figure;
 use super::figures::{heatmap, BandSeries};
 use crate::lm::config::SweepConfig;
@@ -121,53 +122,22 @@ pub fn factors_frame(rows: &[ResultRow], mode: Mode) -> Result<DataFrame> {
 /// # Errors
 /// [`Error::Io`] if polars refuses the columns.
 pub fn plateau_frame(plateaus: &[Plateau]) -> Result<DataFrame> {
-    let col = |f: fn(&Plateau) -> Option<f64>| plateaus.iter().map(f).collect::<Vec<Option<f64>>>();
+    let c = Columns(plateaus);
     frame(vec![
-        Series::new(
-            "model".into(),
-            plateaus.iter().map(|p| p.model.label()).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            "seed".into(),
-            plateaus.iter().map(|p| p.seed).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            "final step".into(),
-            plateaus
-                .iter()
-                .map(|p| p.last_step as u64)
-                .collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            "final validation loss (nats/byte)".into(),
-            col(|p| Some(p.final_loss)),
-        )
-        .into(),
-        Series::new(
-            "80% point (step)".into(),
-            col(|p| p.from.map(|f| f.0 as f64)),
-        )
-        .into(),
-        Series::new(
-            "gained over the last 20% (nats/byte)".into(),
-            col(Plateau::gain),
-        )
-        .into(),
-        Series::new(
-            "on its plateau".into(),
-            plateaus
-                .iter()
-                .map(|p| match p.reached() {
-                    Some(true) => "yes",
-                    Some(false) => "no",
-                    None => "–",
-                })
-                .collect::<Vec<_>>(),
-        )
-        .into(),
+        c.text("model", |p| p.model.label()),
+        c.column("seed", |p| p.seed),
+        c.count("final step", |p| p.last_step),
+        c.column("final validation loss (nats/byte)", |p| Some(p.final_loss)),
+        c.column("80% point (step)", |p| p.from.map(|f| f.0 as f64)),
+        c.column("gained over the last 20% (nats/byte)", Plateau::gain),
+        c.text("on its plateau", |p| {
+            match p.reached() {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "–",
+            }
+            .into()
+        }),
     ])
 }
 
@@ -217,48 +187,19 @@ pub fn validation_bands(
 /// # Errors
 /// [`Error::Io`] if polars refuses the columns.
 pub fn budget_frame(effects: &[BudgetEffect]) -> Result<DataFrame> {
-    let number = |f: &dyn Fn(&BudgetEffect) -> f64| effects.iter().map(f).collect::<Vec<_>>();
-    let text = |f: &dyn Fn(&BudgetEffect) -> String| effects.iter().map(f).collect::<Vec<_>>();
-    fn vs(e: &BudgetEffect) -> &crate::results::Comparison {
-        &e.vs_base.comparison
-    }
+    let c = Columns(effects);
     frame(vec![
-        Series::new("model".into(), text(&|e| e.model.label())).into(),
-        Series::new(
-            "seeds".into(),
-            effects
-                .iter()
-                .map(|e| vs(e).n_seeds as u64)
-                .collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new("change".into(), number(&|e| e.change.comparison.mean)).into(),
-        Series::new(
-            "change as trained".into(),
-            number(&|e| e.change.comparison.mean - vs(e).mean),
-        )
-        .into(),
-        Series::new("difference".into(), number(&|e| vs(e).mean)).into(),
-        Series::new(
-            "se seeds".into(),
-            number(&|e| vs(e).seed_se().unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new("se text".into(), number(&|e| vs(e).text.se)).into(),
-        Series::new(
-            "p Holm".into(),
-            number(&|e| e.vs_base.p_holm.unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "verdict".into(),
-            text(&|e| {
-                e.vs_base
-                    .verdict_words("moves up", "moves down", "one seed")
-                    .to_string()
-            }),
-        )
-        .into(),
+        c.text("model", |e| e.model.label()),
+        c.count("seeds", |e| e.vs_base.comparison.n_seeds),
+        c.number("change", |e| e.change.comparison.mean),
+        c.number("change as trained", |e| {
+            e.change.comparison.mean - e.vs_base.comparison.mean
+        }),
+        c.number("difference", |e| e.vs_base.comparison.mean),
+        c.seed_se(|e| &e.vs_base),
+        c.number("se text", |e| e.vs_base.comparison.text.se),
+        c.p_holm(|e| &e.vs_base),
+        c.verdict("verdict", |e| &e.vs_base, ["moves up", "moves down"]),
     ])
 }
 
@@ -277,45 +218,17 @@ pub fn at_length_frame(at: &AtLength) -> Result<DataFrame> {
 /// # Errors
 /// [`Error::Io`] if polars refuses the columns.
 pub fn breaks_frame(breaks: &[Break], train_len: usize, bin: usize) -> Result<DataFrame> {
+    let c = Columns(breaks);
+    let plateau = format!("loss at [{}, {train_len})", train_len.saturating_sub(bin));
     frame(vec![
-        Series::new(
-            "model".into(),
-            breaks.iter().map(|b| b.model.label()).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            "seeds".into(),
-            breaks.iter().map(|b| b.seeds as u64).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            format!("loss at [{}, {train_len})", train_len.saturating_sub(bin))
-                .as_str()
-                .into(),
-            breaks.iter().map(|b| b.plateau).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            "loss at the last bin".into(),
-            breaks.iter().map(|b| b.last).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            "breaks at byte".into(),
-            breaks
-                .iter()
-                .map(|b| b.at.map(|a| a as u64))
-                .collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            format!("as a multiple of {train_len}").as_str().into(),
-            breaks
-                .iter()
-                .map(|b| b.at.map(|a| a as f64 / train_len as f64))
-                .collect::<Vec<_>>(),
-        )
-        .into(),
+        c.text("model", |b| b.model.label()),
+        c.count("seeds", |b| b.seeds),
+        c.number(&plateau, |b| b.plateau),
+        c.number("loss at the last bin", |b| b.last),
+        c.column("breaks at byte", |b| b.at.map(|a| a as u64)),
+        c.column(&format!("as a multiple of {train_len}"), |b| {
+            b.at.map(|a| a as f64 / train_len as f64)
+        }),
     ])
 }
 
@@ -355,19 +268,10 @@ pub fn far_mass_frame(
         "attention of the last {block} queries on keys > {} bytes back (last layer, head mean)",
         back * block
     );
+    let c = Columns(maps);
     frame(vec![
-        Series::new(
-            "scheme".into(),
-            maps.iter().map(|m| m.0.clone()).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            title.as_str().into(),
-            maps.iter()
-                .map(|m| crate::results::far_mass(&m.1, back))
-                .collect::<Vec<_>>(),
-        )
-        .into(),
+        c.text("scheme", |m| m.0.clone()),
+        c.number(&title, |m| crate::results::far_mass(&m.1, back)),
     ])
 }
 

@@ -1,10 +1,12 @@
 //! Notebook 10's two questions to the trained models ([`crate::results::families`]) as
 //! DataFrames and as the sentences the verdicts carry, and what the RoPE methods change
-//! ([`crate::results::rope_methods`]).
+//! ([`crate::results::rope_methods()`]).
 
-use polars::prelude::{DataFrame, NamedFrom, Series};
+use polars::prelude::DataFrame;
 
+use super::columns::Columns;
 use super::results::frame;
+use crate::results::markdown::joined_or_none;
 use crate::results::{
     labels_with, KeepTest, Keeps, PairTest, Relation, ResultsTable, RopeMethod, Scheme,
     SchemeChange, Verdict,
@@ -28,50 +30,18 @@ fn relation_name(relation: Relation) -> &'static str {
 /// # Errors
 /// [`crate::Error::Io`] if polars refuses the columns.
 pub fn changes_frame(changes: &[SchemeChange]) -> Result<DataFrame> {
-    let text = |f: &dyn Fn(&SchemeChange) -> String| changes.iter().map(f).collect::<Vec<_>>();
-    let number = |f: &dyn Fn(&SchemeChange) -> f64| changes.iter().map(f).collect::<Vec<_>>();
+    let c = Columns(changes);
     frame(vec![
-        Series::new("model".into(), text(&|c| c.model.label())).into(),
-        Series::new("family".into(), text(&|c| c.family.name.into())).into(),
-        Series::new(
-            "relation".into(),
-            text(&|c| relation_name(c.family.relation).into()),
-        )
-        .into(),
-        Series::new(
-            "capped".into(),
-            changes.iter().map(|c| c.family.capped).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new(
-            "seeds".into(),
-            changes
-                .iter()
-                .map(|c| c.change.comparison.n_seeds as u64)
-                .collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new("change".into(), number(&|c| c.change.comparison.mean)).into(),
-        Series::new("change from the rows".into(), number(&|c| c.change_rows)).into(),
-        Series::new(
-            "se seeds".into(),
-            number(&|c| c.change.comparison.seed_se().unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "p Holm".into(),
-            number(&|c| c.change.p_holm.unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "verdict".into(),
-            text(&|c| {
-                c.change
-                    .verdict_words("rises", "falls", "one seed")
-                    .to_string()
-            }),
-        )
-        .into(),
+        c.text("model", |c| c.model.label()),
+        c.text("family", |c| c.family.name.into()),
+        c.text("relation", |c| relation_name(c.family.relation).into()),
+        c.column("capped", |c| c.family.capped),
+        c.count("seeds", |c| c.change.comparison.n_seeds),
+        c.number("change", |c| c.change.comparison.mean),
+        c.number("change from the rows", |c| c.change_rows),
+        c.seed_se(|c| &c.change),
+        c.p_holm(|c| &c.change),
+        c.verdict("verdict", |c| &c.change, ["rises", "falls"]),
     ])
 }
 
@@ -83,35 +53,18 @@ pub fn changes_frame(changes: &[SchemeChange]) -> Result<DataFrame> {
 /// # Errors
 /// [`crate::Error::Io`] if polars refuses the columns.
 pub fn pairs_frame(pairs: &[PairTest]) -> Result<DataFrame> {
-    let text = |f: &dyn Fn(&PairTest) -> String| pairs.iter().map(f).collect::<Vec<_>>();
-    let number = |f: &dyn Fn(&PairTest) -> f64| pairs.iter().map(f).collect::<Vec<_>>();
+    let c = Columns(pairs);
     frame(vec![
-        Series::new("relative".into(), text(&|p| p.relative.label())).into(),
-        Series::new("absolute".into(), text(&|p| p.absolute.label())).into(),
-        Series::new(
-            "change r − change a".into(),
-            number(&|p| p.tested.comparison.mean),
-        )
-        .into(),
-        Series::new(
-            "se seeds".into(),
-            number(&|p| p.tested.comparison.seed_se().unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "p Holm".into(),
-            number(&|p| p.tested.p_holm.unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "verdict".into(),
-            text(&|p| {
-                p.tested
-                    .verdict_words("relative changes more", "relative changes less", "one seed")
-                    .to_string()
-            }),
-        )
-        .into(),
+        c.text("relative", |p| p.relative.label()),
+        c.text("absolute", |p| p.absolute.label()),
+        c.number("change r − change a", |p| p.tested.comparison.mean),
+        c.seed_se(|p| &p.tested),
+        c.p_holm(|p| &p.tested),
+        c.verdict(
+            "verdict",
+            |p| &p.tested,
+            ["relative changes more", "relative changes less"],
+        ),
     ])
 }
 
@@ -133,34 +86,14 @@ fn keeps_words(test: &KeepTest) -> &'static str {
 /// # Errors
 /// [`crate::Error::Io`] if polars refuses the columns.
 pub fn keeps_frame(tests: &[KeepTest]) -> Result<DataFrame> {
-    let number = |f: &dyn Fn(&KeepTest) -> f64| tests.iter().map(f).collect::<Vec<_>>();
+    let c = Columns(tests);
     frame(vec![
-        Series::new(
-            "model".into(),
-            tests.iter().map(|t| t.model.label()).collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new("change".into(), number(&|t| t.change.mean)).into(),
-        Series::new(
-            "se seeds".into(),
-            number(&|t| t.change.seed_se().unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "p within".into(),
-            number(&|t| t.p_within.unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "p beyond".into(),
-            number(&|t| t.p_beyond.unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "verdict".into(),
-            tests.iter().map(keeps_words).collect::<Vec<_>>(),
-        )
-        .into(),
+        c.text("model", |t| t.model.label()),
+        c.number("change", |t| t.change.mean),
+        c.number("se seeds", |t| t.change.seed_se().unwrap_or(f64::NAN)),
+        c.number("p within", |t| t.p_within.unwrap_or(f64::NAN)),
+        c.number("p beyond", |t| t.p_beyond.unwrap_or(f64::NAN)),
+        c.text("verdict", |t| keeps_words(t).into()),
     ])
 }
 
@@ -203,11 +136,7 @@ pub fn capped_answer(tests: &[KeepTest]) -> String {
             .filter(|t| keeps_words(t) == words)
             .map(|t| t.model.label())
             .collect();
-        if names.is_empty() {
-            "none".to_string()
-        } else {
-            names.join(", ")
-        }
+        joined_or_none(&names)
     };
     let beyond = tests.iter().any(|t| t.verdict() == Some(Keeps::Beyond));
     format!(
@@ -224,7 +153,7 @@ pub fn capped_answer(tests: &[KeepTest]) -> String {
     )
 }
 
-/// The RoPE methods ([`crate::results::rope_methods`]), one row each: `method`, `seeds`,
+/// The RoPE methods ([`crate::results::rope_methods()`]), one row each: `method`, `seeds`,
 /// `change` (nats/byte), `change verdict` (`rises`, `falls`, `not detected`, `one seed`),
 /// `change − RoPE's`, `se seeds` and `p Holm` of that contrast (NaN with one seed), and
 /// `against RoPE` (`rises less`, `rises more`, `not detected`, `one seed`).
@@ -232,52 +161,16 @@ pub fn capped_answer(tests: &[KeepTest]) -> String {
 /// # Errors
 /// [`crate::Error::Io`] if polars refuses the columns.
 pub fn rope_methods_frame(methods: &[RopeMethod]) -> Result<DataFrame> {
-    let number = |f: &dyn Fn(&RopeMethod) -> f64| methods.iter().map(f).collect::<Vec<_>>();
-    let text = |f: &dyn Fn(&RopeMethod) -> String| methods.iter().map(f).collect::<Vec<_>>();
+    let c = Columns(methods);
     frame(vec![
-        Series::new("method".into(), text(&|m| m.model.label())).into(),
-        Series::new(
-            "seeds".into(),
-            methods
-                .iter()
-                .map(|m| m.change.comparison.n_seeds as u64)
-                .collect::<Vec<_>>(),
-        )
-        .into(),
-        Series::new("change".into(), number(&|m| m.change.comparison.mean)).into(),
-        Series::new(
-            "change verdict".into(),
-            text(&|m| {
-                m.change
-                    .verdict_words("rises", "falls", "one seed")
-                    .to_string()
-            }),
-        )
-        .into(),
-        Series::new(
-            "change − RoPE's".into(),
-            number(&|m| m.vs_base.comparison.mean),
-        )
-        .into(),
-        Series::new(
-            "se seeds".into(),
-            number(&|m| m.vs_base.comparison.seed_se().unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "p Holm".into(),
-            number(&|m| m.vs_base.p_holm.unwrap_or(f64::NAN)),
-        )
-        .into(),
-        Series::new(
-            "against RoPE".into(),
-            text(&|m| {
-                m.vs_base
-                    .verdict_words("rises more", "rises less", "one seed")
-                    .to_string()
-            }),
-        )
-        .into(),
+        c.text("method", |m| m.model.label()),
+        c.count("seeds", |m| m.change.comparison.n_seeds),
+        c.number("change", |m| m.change.comparison.mean),
+        c.verdict("change verdict", |m| &m.change, ["rises", "falls"]),
+        c.number("change − RoPE's", |m| m.vs_base.comparison.mean),
+        c.seed_se(|m| &m.vs_base),
+        c.p_holm(|m| &m.vs_base),
+        c.verdict("against RoPE", |m| &m.vs_base, ["rises more", "rises less"]),
     ])
 }
 
@@ -285,11 +178,7 @@ pub fn rope_methods_frame(methods: &[RopeMethod]) -> Result<DataFrame> {
 /// methods whose change is shown smaller than plain RoPE's, larger, neither, or untested (one
 /// seed); and of the first, those whose own change is not shown to rise either.
 pub fn rope_answer(methods: &[RopeMethod]) -> String {
-    let joined = |names: Vec<String>| match names.is_empty() {
-        true => "none".to_string(),
-        false => names.join(", "),
-    };
-    let named = |v: Option<Verdict>| joined(labels_with(methods, v));
+    let named = |v: Option<Verdict>| joined_or_none(&labels_with(methods, v));
     let flat_and_less: Vec<String> = methods
         .iter()
         .filter(|m| {
@@ -302,7 +191,7 @@ pub fn rope_answer(methods: &[RopeMethod]) -> String {
         "rise less than plain RoPE: {}; of those, no rise detected at all: {}; rise more: {}; \
          no difference detected: {}; one seed, untested: {}",
         named(Some(Verdict::Below)),
-        joined(flat_and_less),
+        joined_or_none(&flat_and_less),
         named(Some(Verdict::Above)),
         named(Some(Verdict::NotDetected)),
         named(None),
@@ -326,11 +215,7 @@ pub fn rope_baseline_gaps(table: &ResultsTable, threshold: f64) -> String {
         .filter(|r| first(r) - rope > threshold)
         .map(|r| format!("{} ({:+.3})", r.model.label(), first(r) - rope))
         .collect();
-    if gaps.is_empty() {
-        "none".to_string()
-    } else {
-        gaps.join(", ")
-    }
+    joined_or_none(&gaps)
 }
 
 #[cfg(test)]

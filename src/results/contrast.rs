@@ -11,6 +11,7 @@
 //! number.
 
 use super::inference::{compare, holm_family, Comparison, Tested, Verdict};
+use super::markdown::joined_or_none;
 use super::paired::WindowKey;
 use super::rows::{Mode, ModelKey, ResultRow, WindowRow};
 use super::stats::seed_summaries;
@@ -243,14 +244,7 @@ pub fn verdict_lists<'a>(
     names
         .iter()
         .zip(lists)
-        .map(|(name, list)| {
-            let list = if list.is_empty() {
-                "none".to_string()
-            } else {
-                list.join(", ")
-            };
-            format!("{name}: {list}")
-        })
+        .map(|(name, list)| format!("{name}: {}", joined_or_none(&list)))
         .collect()
 }
 

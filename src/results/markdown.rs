@@ -269,6 +269,15 @@ pub(super) fn markdown_table(header: &[String], rows: &[Vec<String>]) -> String 
     out
 }
 
+/// `a, b, c`, or `none` when `names` is empty: the lists of models in the answers'
+/// sentences.
+pub(crate) fn joined_or_none(names: &[String]) -> String {
+    match names.is_empty() {
+        true => "none".to_string(),
+        false => names.join(", "),
+    }
+}
+
 /// `` `a`, `b` and `c` ``, or `no model`.
 pub(super) fn list(labels: &[String]) -> String {
     let items: Vec<String> = labels.iter().map(|l| format!("`{l}`")).collect();

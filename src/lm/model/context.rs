@@ -98,14 +98,14 @@ impl PositionContext {
 
     /// Whether the objects depend on the length itself (dynamic NTK, randomized RoPE's sampled
     /// evaluation positions), so that a length-$L$ prefix of a longer window is not scored as a
-    /// window of length $L$ ([`schemes::depend_on_length`]).
+    /// window of length $L$ (each scheme's trained form says which, in `schemes`).
     pub fn is_dynamic(c: &ModelConfig, rope_scaling: &RopeScaling) -> bool {
         schemes::depend_on_length(c, rope_scaling)
     }
 
     /// The context of training step `step` of a run seeded by `seed` with `batch` sequences:
     /// this one, or, for a scheme that draws its positions per step (randomized RoPE), one
-    /// with that step's objects ([`schemes::step_objects`]).
+    /// with that step's objects (built by the scheme's trained form in `schemes`).
     ///
     /// # Errors
     /// When the encodings reject the configuration.

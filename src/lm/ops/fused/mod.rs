@@ -47,8 +47,8 @@ use extension::{
 /// $\tau_i$ and $u$ to the queries, then one fused operation that expands every other term
 /// inside its tiles (CoPE's contextual positions counted along each row of a tile, from the
 /// same queries) and returns each term's gradient to its own compact object. With a second
-/// rotation ([`ScoreTerms::windowed`], evaluation only) the two-pass form instead
-/// ([`windowed_attention`]).
+/// rotation ([`ScoreTerms::windowed`], evaluation only) the two-pass form instead: both
+/// products of every tile, the second taken for the pairs $i - j \ge w$.
 pub fn attention(
     q: Tensor<4>,
     k: Tensor<4>,
