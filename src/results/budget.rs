@@ -84,39 +84,22 @@ pub fn budget_markdown(effects: &[BudgetEffect]) -> String {
 mod tests {
     use super::*;
     use crate::results::inference::Verdict;
-    use crate::results::paired::{window, WindowKey};
-    use crate::results::rows::{Mode, ResultRow, Scheme};
+    use crate::results::paired::rising_models;
+    use crate::results::rows::{Mode, Scheme};
 
     /// NoPE rises by 1 + seed/100 as trained and by 0.5 + seed/100 on twice the bytes (its
     /// change moves: -0.5); RoPE by 1 + seed/100 and 1 + seed/50 (no move detected); ALiBi's
     /// control has no ALiBi as trained to pair with and is left out.
     #[test]
     fn budget_controls_against_their_scheme() {
-        let (mut rows, mut windows) = (Vec::new(), Vec::new());
-        for (scheme, variant, rise, per_seed) in [
+        let models = [
             (Scheme::Nope, "base", 1.0, 0.01),
             (Scheme::Nope, "budget-x2", 0.5, 0.01),
             (Scheme::Rope, "base", 1.0, 0.01),
             (Scheme::Rope, "budget-x2", 1.0, 0.02),
             (Scheme::Alibi, "budget-x2", 0.0, 0.01),
-        ] {
-            let model = ModelKey::new(scheme, variant);
-            for seed in 0..3u64 {
-                let flip = if seed % 2 == 0 { 1.0 } else { -1.0 };
-                for (len, add) in [
-                    (128usize, 0.0),
-                    (2048, rise + flip * per_seed * (seed + 1) as f64),
-                ] {
-                    let k = WindowKey::of(&model, Mode::Matched, len);
-                    for w in 0..3 {
-                        windows.push(window(&k, seed, w * 1024, 10, 1.5 + add));
-                    }
-                    let mut row = ResultRow::example(scheme, variant, len, seed, 1.5 + add);
-                    row.mode = Mode::Matched;
-                    rows.push(row);
-                }
-            }
-        }
+        ];
+        let (rows, windows) = rising_models(&models, 3, Mode::Matched, |seed| (seed + 1) as f64);
         let table = ResultsTable::new(&rows, Some(&windows), Mode::Matched).unwrap();
         let effects = budget_effects(&table, &windows).unwrap();
         let labels: Vec<String> = effects.iter().map(|e| e.model.label()).collect();

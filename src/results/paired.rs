@@ -447,6 +447,39 @@ pub(crate) fn window(
     }
 }
 
+/// Rows and windows for tests of models that rise from 1.5 nats/byte at 128 bytes by
+/// `rise ± per_seed · spread(seed)` at 2048 bytes, signs alternating over the seeds: for each
+/// `(scheme, variant, rise, per_seed)`, seeds `0..seeds`, three windows a length, in `mode`.
+#[cfg(test)]
+pub(crate) fn rising_models(
+    models: &[(Scheme, &str, f64, f64)],
+    seeds: u64,
+    mode: Mode,
+    spread: impl Fn(u64) -> f64,
+) -> (Vec<super::rows::ResultRow>, Vec<WindowRow>) {
+    let (mut rows, mut windows) = (Vec::new(), Vec::new());
+    for &(scheme, variant, rise, per_seed) in models {
+        let model = ModelKey::new(scheme, variant);
+        for seed in 0..seeds {
+            let flip = if seed % 2 == 0 { 1.0 } else { -1.0 };
+            for (len, add) in [
+                (128usize, 0.0),
+                (2048, rise + flip * per_seed * spread(seed)),
+            ] {
+                let k = WindowKey::of(&model, mode, len);
+                for w in 0..3 {
+                    windows.push(window(&k, seed, w * 2048, 10, 1.5 + add));
+                }
+                let mut row =
+                    super::rows::ResultRow::example(scheme, variant, len, seed, 1.5 + add);
+                row.mode = mode;
+                rows.push(row);
+            }
+        }
+    }
+    (rows, windows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

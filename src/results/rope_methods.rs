@@ -57,7 +57,7 @@ pub fn rope_methods(table: &ResultsTable, windows: &[WindowRow]) -> Result<Vec<R
 mod tests {
     use super::*;
     use crate::results::inference::Verdict;
-    use crate::results::paired::{window, WindowKey};
+    use crate::results::paired::rising_models;
     use crate::results::rows::{Mode, ResultRow};
 
     /// Plain RoPE rises by 1 + seed/100, `rope/yarn` and p-RoPE by 0.1 + seed/100, `rope/ntk`
@@ -65,30 +65,15 @@ mod tests {
     /// controls (RoPE's and p-RoPE's) are no method.
     #[test]
     fn methods_against_plain_rope() {
-        let (mut rows, mut windows) = (Vec::new(), Vec::new());
-        for (scheme, variant, rise, per_seed) in [
+        let models = [
             (Scheme::Rope, "base", 1.0, 0.01),
             (Scheme::Rope, "yarn", 0.1, 0.01),
             (Scheme::Rope, "ntk", 1.0, 0.02),
             (Scheme::Rope, "budget-x2", 1.0, 0.01),
             (Scheme::PRope, "base", 0.1, 0.01),
             (Scheme::PRope, "budget-x2", 0.1, 0.01),
-        ] {
-            let model = ModelKey::new(scheme, variant);
-            for seed in 0..5u64 {
-                let flip = if seed % 2 == 0 { 1.0 } else { -1.0 };
-                for (len, add) in [
-                    (128usize, 0.0),
-                    (2048, rise + flip * per_seed * seed as f64),
-                ] {
-                    let k = WindowKey::of(&model, Mode::Nonoverlap, len);
-                    for w in 0..3 {
-                        windows.push(window(&k, seed, w * 2048, 10, 1.5 + add));
-                    }
-                    rows.push(ResultRow::example(scheme, variant, len, seed, 1.5 + add));
-                }
-            }
-        }
+        ];
+        let (rows, windows) = rising_models(&models, 5, Mode::Nonoverlap, |seed| seed as f64);
         let table = ResultsTable::new(&rows, Some(&windows), Mode::Nonoverlap).unwrap();
         let methods = rope_methods(&table, &windows).unwrap();
         assert_eq!(methods.len(), 3);
