@@ -208,7 +208,7 @@ impl PositionScheme for SinusoidalAbsolute {
         let (lq, lk) = (q.nrows(), k.nrows());
         ensure_queries_fit(lq, lk)?;
         let pe = self.table(lk)?;
-        let q = &q + &pe.slice(ndarray::s![lk - lq.min(lk).., ..]);
+        let q = &q + &pe.slice(ndarray::s![lk - lq.., ..]);
         let k = &k + &pe;
         Ok((q, k))
     }
