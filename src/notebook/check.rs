@@ -166,6 +166,47 @@ where
     }))
 }
 
+/// The largest relative error `|a_i / b_i - 1| = |a_i - b_i| / |b_i|` of the values `ours`
+/// against a `reference` of the same length, in `f64`; any element type that converts to `f64`.
+///
+/// Two equal values give 0 (a reference 0 matched exactly too); a reference 0 against anything
+/// else gives infinity, and a NaN on either side NaN, which no [`check`] accepts. Two empty
+/// slices give 0.
+///
+/// # Errors
+/// [`Error::ShapeMismatch`] if the lengths differ.
+///
+/// # Examples
+/// ```
+/// use posenc::notebook::prelude::*;
+/// let ours = [1.01f32, 2.0, 0.0];
+/// let reference = vec![1.0f64, 2.0, 0.0];
+/// assert!((max_rel_err(&ours, &reference)? - 0.01).abs() < 1e-6);
+/// # Ok::<(), posenc::Error>(())
+/// ```
+pub fn max_rel_err<A, B>(ours: &[A], reference: &[B]) -> Result<f64>
+where
+    A: ToF64 + Copy,
+    B: ToF64 + Copy,
+{
+    if ours.len() != reference.len() {
+        return Err(Error::ShapeMismatch {
+            context: "max_rel_err: two lists of the same length",
+            expected: reference.len().to_string(),
+            found: ours.len().to_string(),
+        });
+    }
+    Ok(ours.iter().zip(reference).fold(0.0, |worst, (&x, &y)| {
+        let (x, y) = (x.to_f64(), y.to_f64());
+        let rel = if x == y { 0.0 } else { (x - y).abs() / y.abs() };
+        if rel.is_nan() || worst.is_nan() {
+            f64::NAN
+        } else {
+            worst.max(rel)
+        }
+    }))
+}
+
 /// A seeded `[rows, cols]` matrix of `f32` with independent N(0, 1) entries: the same seed
 /// gives the same matrix, so a notebook's random inputs are the same on every run.
 ///
@@ -247,6 +288,25 @@ mod tests {
         // NaN is not hidden by a later, larger difference
         let d = array![f32::NAN, 100.0];
         assert!(max_err(&c, &d).unwrap().is_nan());
+    }
+
+    #[test]
+    fn max_rel_err_is_relative_to_the_reference() {
+        assert_eq!(max_rel_err(&[3.0f64, 1.0], &[2.0f64, 1.0]).unwrap(), 0.5);
+        assert_eq!(max_rel_err(&[-3.0f64], &[-2.0f64]).unwrap(), 0.5);
+        assert_eq!(max_rel_err(&[0u32, 5], &[0.0f32, 5.0]).unwrap(), 0.0);
+        assert_eq!(max_rel_err(&[1.0f64], &[0.0f64]).unwrap(), f64::INFINITY);
+        assert!(max_rel_err(&[f64::NAN, 1.0], &[1.0f64, 1.0])
+            .unwrap()
+            .is_nan());
+        assert!(max_rel_err(&[1.0, 1.0], &[1.0f64, f64::NAN])
+            .unwrap()
+            .is_nan());
+        assert_eq!(max_rel_err::<f32, f64>(&[], &[]).unwrap(), 0.0);
+        assert!(matches!(
+            max_rel_err(&[1.0f32], &[1.0f32, 2.0]),
+            Err(Error::ShapeMismatch { .. })
+        ));
     }
 
     #[test]

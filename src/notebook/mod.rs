@@ -27,7 +27,8 @@
 //!   [`rope_unseen_pairs`] and [`rope_edits`] RoPE's side of its claims 2 (c) and 5;
 //! - **checks**: [`check`] stops a cell on a false claim, [`try_check`] returns it as a
 //!   `Result`, [`check_that`] stops it on a false inequality or property (with the numbers
-//!   behind it), [`max_err`] measures the largest difference of two arrays, [`randn`] makes
+//!   behind it), [`max_err`] measures the largest difference of two arrays, [`max_rel_err`]
+//!   the largest relative error of two lists, [`randn`] makes
 //!   seeded random inputs; [`golden_array`] and [`golden_number`] read the golden files of
 //!   `tests/golden/`, [`rope_golden_distance`] measures RoPE frequencies against one of its
 //!   cases in ulps ([`max_ulps`]), [`golden_matrix`] reads a matrix of a case, and
@@ -91,7 +92,7 @@ pub use ::serde_json;
 
 pub use binary::{posenc_binary, run_posenc};
 pub use buckets::bucket_ranges;
-pub use check::{check, check_that, max_err, randn, try_check, CheckFailed};
+pub use check::{check, check_that, max_err, max_rel_err, randn, try_check, CheckFailed};
 pub use claims::{
     append_changes, claim_schemes, entropy_curves, last_query_entropy, max_err_finite, shift_table,
     ClaimScheme,
