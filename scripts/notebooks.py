@@ -347,12 +347,13 @@ def cmd_run(args):
 
 def build_inputs_digest(first_cell):
     """A digest of everything the notebooks' dependency build depends on: the crate's manifest,
-    lock file and sources, the evcxr settings and kernel launcher, the first cell, and the tool
-    versions."""
+    lock file and sources, the shared library the notebooks load it as (notebooks/dylib), the
+    evcxr settings and kernel launcher, the first cell, and the tool versions."""
     h = hashlib.sha256()
     files = [ROOT / "Cargo.toml", ROOT / "Cargo.lock", NOTEBOOKS / "evcxr.toml",
-             ROOT / "scripts" / "evcxr" / "init.evcxr", ROOT / "scripts" / "evcxr-kernel"] + \
-        sorted((ROOT / "src").rglob("*.rs"))
+             ROOT / "scripts" / "evcxr" / "init.evcxr", ROOT / "scripts" / "evcxr-kernel",
+             NOTEBOOKS / "dylib" / "Cargo.toml"] + \
+        sorted((ROOT / "src").rglob("*.rs")) + sorted((NOTEBOOKS / "dylib" / "src").rglob("*.rs"))
     for path in files:
         h.update(str(path.relative_to(ROOT)).encode() + b"\0")
         h.update(path.read_bytes() if path.exists() else b"(missing)")
@@ -539,6 +540,35 @@ let fig = heatmap(&pe).title("Sinusoidal table").x("dimension").y("position").co
 fig"""
 
 
+STATIC_DEP_CELL = """:dep posenc = { path = "..", features = ["notebook"] }
+use posenc::notebook::prelude::*;"""
+
+
+def compare_linking(dep_cell, cells):
+    """New cells side by side in two kernels, alternating: one that depends on the crate as an
+    rlib (every cell links polars, plotly and ndarray in statically) and one with the notebooks'
+    first cell (`dep_cell`: the crate as the shared library of notebooks/dylib). Returns, for
+    each, the median wall seconds and the median CPU seconds of cargo, rustc and the linker."""
+    kernels = {}
+    try:
+        for name, first in (("posenc as an rlib (static)", STATIC_DEP_CELL),
+                            ("notebooks/dylib (the notebooks' first cell)", dep_cell)):
+            kernels[name] = Kernel()
+            kernels[name].run(first)
+        walls = {name: [] for name in kernels}
+        cpus = {name: [] for name in kernels}
+        for i in range(cells):
+            for name, k in kernels.items():
+                seconds, _ = k.run(f'check("cell {i}", 0.0, 1.0);')
+                walls[name].append(seconds)
+                cpus[name].append(k.cpu[1])
+    finally:
+        for k in kernels.values():
+            k.close()
+    return {name: (statistics.median(walls[name]), statistics.median(cpus[name]))
+            for name in kernels}
+
+
 def cmd_timings(args):
     check_kernel()
     dep_cell = first_code_cell(notebook_paths(None)[0])
@@ -579,6 +609,8 @@ def cmd_timings(args):
         return (f"CPU: the kernel itself (rust-analyzer) {split[0]:.1f} s, "
                 f"cargo, rustc and the linker {split[1]:.1f} s")
 
+    linking = compare_linking(dep_cell, args.cells) if args.cells > 0 else None
+
     print(f"kernel start: {figures['kernel start']:.1f} s", flush=True)
     print(f"first cell of another notebook, after one has run: {figures['warm first cell']:.1f} s "
           f"({cpu(first_cell_cpu)})", flush=True)
@@ -587,6 +619,13 @@ def cmd_timings(args):
     print(f"rerun of that cell, {args.reruns} runs: median "
           f"{figures['cell rerun (median)']:.2f} s, max {figures['cell rerun (max)']:.2f} s",
           flush=True)
+    if linking:
+        for name, (wall, build_cpu) in linking.items():
+            print(f"a new one-line cell, {args.cells} cells, against {name}: median {wall:.2f} s "
+                  f"(cargo, rustc and the linker: median {build_cpu:.2f} s of CPU)", flush=True)
+        (static_wall, static_cpu), (dylib_wall, dylib_cpu) = linking.values()
+        print(f"  shared library / static: {dylib_wall / static_wall:.2f} of the time, "
+              f"{dylib_cpu / static_cpu:.2f} of the build CPU", flush=True)
     if args.collection:
         start = time.monotonic()
         rc = cmd_run(argparse.Namespace(notebooks=None, timeout=args.timeout, html_dir=None,
@@ -647,6 +686,9 @@ def main():
     p.add_argument("--collection", action="store_true",
                    help="also execute the whole collection, as `make test` does")
     p.add_argument("--reruns", type=int, default=5)
+    p.add_argument("--cells", type=int, default=10,
+                   help="new cells to time against the crate linked statically and as the "
+                        "notebooks' shared library, side by side (0: skip)")
     p.add_argument("--jobs", type=int, default=jobs, help="notebooks at once for --collection")
     p.add_argument("--timeout", type=int, default=timeout)
     p.set_defaults(func=cmd_timings)

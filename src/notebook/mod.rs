@@ -1,9 +1,10 @@
 //! Display helpers for the evcxr (Rust Jupyter) notebooks in `notebooks/`.
 //!
-//! Enabled by the `notebook` feature. A notebook needs a single dependency line,
+//! Enabled by the `notebook` feature. A notebook needs a single dependency line (the package
+//! `posenc-dylib` in `notebooks/dylib` is this crate with the feature, as one shared library),
 //!
 //! ```text
-//! :dep posenc = { path = "..", features = ["notebook"] }
+//! :dep posenc = { package = "posenc-dylib", path = "dylib" }
 //! use posenc::notebook::prelude::*;
 //! ```
 //!
