@@ -14,8 +14,8 @@
 //!   RoPE and xPos rotate);
 //! * $c$: the scale, $1/\sqrt{d}$ unless [`PositionScheme::score_scale`] says otherwise
 //!   (DeBERTa $1/\sqrt{3d}$, TUPE $1/\sqrt{2d}$);
-//! * $t_{ij}$: a content-dependent position term scaled like the content term
-//!   ([`PositionScheme::score_term`]: Shaw, Transformer-XL, DeBERTa, TUPE);
+//! * $t_{ij}$: a position term scaled like the content term, content-dependent or not
+//!   ([`PositionScheme::score_term`]: Shaw, Transformer-XL, DeBERTa, TUPE, CoPE);
 //! * $b_{ij}$: a content-free bias added after scaling ([`PositionScheme::score_bias`]: T5,
 //!   ALiBi, Kerple, FIRE, TUPE's bucket bias);
 //! * $a^V_{ij}$: relative value vectors ([`PositionScheme::value_term`]: Shaw).

@@ -77,7 +77,7 @@ pub fn alibi_slopes(heads: usize) -> Result<Vec<f32>> {
 /// The bias of every head, $b^{(h)}_{ij} = -m_h |i - j|$, `[H, Lq, Lk]`.
 ///
 /// # Errors
-/// When `heads == 0` or `lq > lk`.
+/// When `heads` is 0 or above [`MAX_HEADS`], or `lq > lk`.
 pub fn alibi_bias(heads: usize, lq: usize, lk: usize) -> Result<Array3<f32>> {
     let alibi = Alibi::new(heads)?;
     ensure_queries_fit(lq, lk)?;
@@ -97,7 +97,7 @@ impl Alibi {
     /// The paper's slopes for `heads` heads.
     ///
     /// # Errors
-    /// When `heads == 0`.
+    /// When `heads` is 0 or above [`MAX_HEADS`].
     pub fn new(heads: usize) -> Result<Self> {
         Ok(Self {
             slopes: alibi_slopes(heads)?,

@@ -23,8 +23,8 @@
 //! ```
 //!
 //! with $c = 1/\sqrt{d_h}$, the embeddings $e_0, \dots, e_{P-1}$ shared by the heads of a
-//! layer (at an integer $p$ both terms read the same row: the paper's $(\lceil p \rceil - p)$
-//! would be 0 there; x-transformers' $1 - w$ is 1).
+//! layer (at an integer $p$ both terms read the same row, and the floor's weight $1 - w$ is 1, as
+//! in the paper's $1 - p + \lfloor p \rfloor$ and in x-transformers).
 //! The gates see the logits after the causal mask (x-transformers fills future keys with
 //! $-\text{max}$ before CoPE: their gates are 0), and $z$ is added without the scale $c$.
 //! x-transformers starts the embeddings at zero ([`Cope::new`]).

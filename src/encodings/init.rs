@@ -27,6 +27,9 @@ impl Seeded {
 
     /// $\mathcal N(0, \sigma^2)$.
     fn normal_dist(std: f32) -> Result<Normal<f32>> {
+        if !(std.is_finite() && std >= 0.0) {
+            return Err(invalid("std", std, "a finite number >= 0"));
+        }
         Normal::new(0.0f32, std).map_err(|e| invalid("std", std, e.to_string()))
     }
 
@@ -100,6 +103,8 @@ mod tests {
         let u = Seeded::new(3).uniform_vec(1000, 0.25).unwrap();
         assert!(u.iter().all(|v| v.abs() <= 0.25));
         assert!(Seeded::new(0).normal((1, 1), f32::NAN).is_err());
+        assert!(Seeded::new(0).normal((1, 1), -1.0).is_err());
+        assert!(Seeded::new(0).uniform((1, 1), -1.0).is_err());
         assert!(Seeded::new(0).uniform((1, 1), f32::INFINITY).is_err());
     }
 }

@@ -5,8 +5,8 @@
 //!
 //! ALiBi adds $-r|i-j|$ to the scores: a penalty that grows linearly with distance. Kerple asks
 //! which distance penalties are legitimate in general and answers with conditionally positive
-//! definite kernels: the negative of such a kernel, shifted by a constant that softmax ignores,
-//! is a valid bias. Two families come out, each with two learnable positive parameters per head:
+//! definite kernels: such a kernel (e.g. $-r_1|i-j|^{r_2}$), which a constant that softmax
+//! ignores makes positive definite, is a valid bias. Two families come out, each with two learnable positive parameters per head:
 //! a **power** penalty $r_1|i-j|^{r_2}$ ($r_2 = 1$ is ALiBi) and a **logarithmic** penalty
 //! $r_1\ln(1 + r_2|i-j|)$, which flattens at long range and extrapolated best in the paper.
 //!

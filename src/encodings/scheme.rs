@@ -52,7 +52,8 @@ pub trait PositionScheme {
         1.0 / (head_dim as f32).sqrt()
     }
 
-    /// $t_{ij}$, a content-dependent position score `[Lq, Lk]` scaled like $q \cdot k$.
+    /// $t_{ij}$, a position score `[Lq, Lk]` scaled like $q \cdot k$ (content-dependent, or not as
+    /// TUPE's).
     ///
     /// # Errors
     /// When the shapes do not fit the scheme.

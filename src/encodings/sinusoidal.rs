@@ -15,7 +15,8 @@
 //! \mathrm{PE}(p, 2i) = \sin(p\ \omega_i), \qquad \mathrm{PE}(p, 2i+1) = \cos(p\ \omega_i)
 //! ```
 //!
-//! and the **concatenated** layout used by Transformer-XL and fairseq is
+//! and the **concatenated** layout of Transformer-XL (fairseq's layout too, with
+//! $\omega_i = 10000^{-i/(d/2-1)}$) is
 //! $[\sin(p\ \omega_0), \dots, \sin(p\ \omega_{d/2-1}), \cos(p\ \omega_0), \dots]$.
 //!
 //! Derived step by step, checked and plotted in `notebooks/01_absolute.ipynb`.
@@ -23,7 +24,7 @@
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
-use super::PositionScheme;
+use super::{ensure_queries_fit, PositionScheme};
 use crate::error::{ensure, ensure_even, ensure_shape, Result};
 
 /// The paper's base, 10000.
@@ -203,9 +204,11 @@ impl PositionScheme for SinusoidalAbsolute {
         k: ArrayView2<f32>,
     ) -> Result<(Array2<f32>, Array2<f32>)> {
         ensure_shape("sinusoidal: q width", &[self.dim], &[q.ncols()])?;
+        ensure_shape("sinusoidal: k width", &[self.dim], &[k.ncols()])?;
         let (lq, lk) = (q.nrows(), k.nrows());
+        ensure_queries_fit(lq, lk)?;
         let pe = self.table(lk)?;
-        let q = &q + &pe.slice(ndarray::s![lk - lq.min(lk).., ..]);
+        let q = &q + &pe.slice(ndarray::s![lk - lq.., ..]);
         let k = &k + &pe;
         Ok((q, k))
     }
@@ -247,6 +250,16 @@ mod tests {
         assert!(frequencies(4, 1.0).is_err());
         assert!(frequencies(4, f64::NAN).is_err());
         assert!(SinusoidalAbsolute::new(5).is_err());
+        // more queries than keys, or keys of another width: errors, not a broadcast panic
+        let pe = SinusoidalAbsolute::new(4).unwrap();
+        let (q3, k2, k_wide) = (
+            Array2::zeros((3, 4)),
+            Array2::zeros((2, 4)),
+            Array2::zeros((3, 6)),
+        );
+        assert!(pe.transform_qk(q3.view(), k2.view()).is_err());
+        assert!(pe.transform_qk(q3.view(), k_wide.view()).is_err());
+        assert!(pe.transform_qk(k2.view(), q3.view()).is_ok());
     }
 
     proptest! {

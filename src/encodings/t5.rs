@@ -38,7 +38,9 @@ use crate::error::{ensure, ensure_shape, invalid, Result};
 pub struct T5Buckets {
     /// Number of buckets $n$ (T5 default 32). Bidirectional: even and at least 4.
     pub num_buckets: usize,
-    /// Distance at which the last bucket starts (T5 default 128); above the exact range.
+    /// Distance where the log formula reaches one past the last bucket (T5 default 128; above
+    /// the exact range): every distance from it on is in the last bucket, which starts earlier
+    /// (at 91 for 32 buckets bidirectional, 113 causal; [`T5Buckets::log_bucket_start`]).
     pub max_distance: usize,
     /// Encoder (both signs) or decoder (causal, only $r \le 0$ matters).
     pub bidirectional: bool,
@@ -100,7 +102,7 @@ impl T5Buckets {
             (offset, relative_position.unsigned_abs())
         } else {
             // only the past counts: a = max(-r, 0)
-            (0, (-relative_position.min(0)) as u64)
+            (0, relative_position.min(0).unsigned_abs())
         };
         let exact = self.max_exact() as u64;
         if distance < exact {
@@ -335,6 +337,9 @@ mod tests {
         // the future is bucket 0 for a decoder
         assert_eq!(causal.bucket(5), 0);
         assert_eq!(causal.bucket(-1000), 31);
+        // the farthest past, without overflow
+        assert_eq!(causal.bucket(i64::MIN), 31);
+        assert_eq!(b.bucket(i64::MIN), 15);
     }
 
     #[test]

@@ -158,9 +158,11 @@ pub fn attention_entropy(probs: ArrayView2<f32>) -> Result<Vec<f64>> {
         .collect())
 }
 
-/// A scheme whose queries are multiplied by $\tau(m)$ before anything else: every logit of
-/// the query at position $m$, content and position terms alike, is $\tau(m)$ times the inner
-/// scheme's (an additive bias is not scaled).
+/// A scheme whose queries are multiplied by $\tau(m)$ before anything else: the query's content
+/// score $q \cdot k$, and every position term linear in $q$ (RoPE's, xPos's, Shaw's
+/// $q \cdot a^K$, DeBERTa's c2p), is $\tau(m)$ times the inner scheme's; terms without $q$
+/// (DeBERTa's p2c, Transformer-XL's $u \cdot k$ and $v \cdot r$, TUPE's position term, additive
+/// biases), an absolute encoding added to $q$ after the scaling, and CoPE's gates are not.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tempered<S> {
     /// The scheme whose queries are scaled.

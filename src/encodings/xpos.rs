@@ -208,7 +208,8 @@ impl XPos {
     }
 
     /// The positions of `lq` queries and `lk` keys under the crate's convention,
-    /// shifted by $-\lfloor L_k/2\rfloor$ as torchscale does: a common shift changes no score
+    /// shifted by $-\lfloor L_k/2\rfloor$ (torchscale shifts its scales by $-\lceil L/2\rceil$ and
+    /// leaves its angles unshifted): a common shift changes no score
     /// (only $m-n$ matters) and halves the largest $|p|$, so $\zeta^{\pm p/B}$ stays within f32
     /// range up to $L_k \approx 70\ 000$ at $B = 512$ (about $36\ 000$ uncentred).
     /// Returns `(query_positions, key_positions)`.

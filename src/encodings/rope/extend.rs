@@ -17,7 +17,8 @@
 //! plain positions $(i, j)$ and with the grouped ones $(\lfloor i/G\rfloor + w - \lfloor w/G\rfloor, \lfloor j/G\rfloor)$, and merges
 //! the two score matrices by the window; by RoPE's relativity each merged score is the score at
 //! distance $d_{ij}$. The largest distance over $\ell$ positions is
-//! $\lfloor (\ell-1)/G\rfloor + w - \lfloor w/G\rfloor$, so a model trained at $L$ reaches
+//! $\lfloor (\ell-1)/G\rfloor + w - \lfloor w/G\rfloor$ for $\ell - 1 \ge w$ ($\ell - 1$ below), so a
+//! model trained at $L$ reaches
 //! about $(L - w)\,G + w$ positions.
 //!
 //! **Dynamic YaRN** recomputes YaRN for the current length $\ell$ with $s = \max(1, \ell/L)$;

@@ -97,7 +97,7 @@ impl RopeConfig {
     /// Plain RoPE with width `dim` and base `base`.
     ///
     /// # Errors
-    /// `dim` odd or zero, `base` not above 1.
+    /// `dim` odd, zero or above [`MAX_DIM`], `base` not a finite number above 1.
     pub fn new(dim: usize, base: f64) -> Result<Self> {
         Self::with_scaling(dim, base, RopeScaling::None)
     }

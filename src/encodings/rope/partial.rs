@@ -3,8 +3,8 @@
 //! **Partial RoPE** (GPT-NeoX's `rotary_pct`, Hugging Face's `partial_rotary_factor`,
 //! x-transformers' `rotary_emb_dim`) rotates the first $r = \lfloor f d \rfloor$ channels of
 //! each head and copies the other $d - r$. The rotated block is a RoPE of width $r$ with its
-//! own frequencies $\theta_i = b^{-2i/r}$, $i < r/2$: the whole range from 1 down to $b^{-1}$
-//! on fewer pairs. GPT-NeoX pairs channel $i$ with $i + r/2$ (half layout), x-transformers
+//! own frequencies $\theta_i = b^{-2i/r}$, $i < r/2$: from 1 down to $b^{-(r-2)/r}$ (close to
+//! $b^{-1}$ for a large $r$) on fewer pairs. GPT-NeoX pairs channel $i$ with $i + r/2$ (half layout), x-transformers
 //! channel $2i$ with $2i + 1$; GPT-NeoX and Pythia use $f = 0.25$.
 //!
 //! **p-RoPE** (Barbero et al. 2024, "Round and Round We Go! What makes Rotary Positional

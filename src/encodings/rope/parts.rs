@@ -29,7 +29,8 @@ pub fn yarn_correction_dim(rotations: f64, dim: usize, base: f64, original_max: 
         / (2.0 * base.ln())
 }
 
-/// YaRN's ramp ends $(\text{low}, \text{high})$ over dims, clipped to $[0, d-1]$.
+/// YaRN's ramp ends $(\text{low}, \text{high})$ over dims, low raised to at least 0 and high
+/// capped at $d - 1$ as Hugging Face does (high can still fall below 0, and low pass $d - 1$).
 pub fn yarn_correction_range(
     beta_fast: f64,
     beta_slow: f64,
@@ -55,10 +56,13 @@ pub fn yarn_correction_range(
 /// \gamma_i = 1 - \operatorname{clip}\Big(\frac{i - \text{low}}{\text{high} - \text{low}}, 0, 1\Big),
 /// ```
 ///
-/// 1 where the pair keeps its frequency (extrapolation), 0 where it is interpolated. Since
-/// low is clipped at 0, $\gamma_0 = 1$ always: the fastest pair is never interpolated. High is
-/// not clipped below: when both ends fall below 0 (betas so large that no pair turns that
-/// rarely within $L$), high < low, the ramp runs backwards and every pair keeps its frequency.
+/// 1 where the pair keeps its frequency (extrapolation), 0 where it is interpolated. While
+/// low $\le$ high, $\gamma_0 = 1$ (low is at least 0): the fastest pair is never interpolated.
+/// The ends are not put in order: when both fall below 0 (betas above $L/2\pi$, so that even
+/// the fastest pair turns fewer times within $L$), high < low and the ramp runs backwards,
+/// keeping every pair's frequency, unless rounding (`truncate`) lifts high to 0: then low =
+/// high = 0, the nudge applies and every pair but the first is interpolated. When low passes
+/// $d - 1$, high < low the other way and every pair is interpolated.
 ///
 /// # Errors
 /// `dim` or `base` invalid, `original_max` 0, $\beta$s not $0 < \beta_{slow} < \beta_{fast}$.

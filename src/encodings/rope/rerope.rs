@@ -16,7 +16,8 @@
 //! ```
 //!
 //! ReRoPE is $k \to \infty$, $d_{ij} = \min(i - j, w)$; $k = 1$ is RoPE. Over $\ell$ positions
-//! the largest position is $w + (\ell - 1 - w)/k$ ($w$ for ReRoPE, whatever $\ell$).
+//! the largest position is $w + (\ell - 1 - w)/k$ for $\ell - 1 \ge w$ ($w$ for ReRoPE), and
+//! $\ell - 1$ below.
 //!
 //! No rotation of q by a function of $i$ and of k by a function of $j$ gives $d_{ij}$ (it is not
 //! a difference $a_i - b_j$ across the window's edge), so the scores take **two passes**: the
@@ -24,8 +25,8 @@
 //! (ReRoPE), or q at $i/k + w(1 - 1/k)$ and k at $j/k$ (Leaky), which by RoPE's relativity gives
 //! $w + (i - j - w)/k$; each pair takes the first where $i - j < w$ and the second elsewhere. At
 //! $i - j = w$ both give $w$. Keys after their query (hidden by a causal mask) take the first
-//! pass; the reference merges on $|i - j| < w$, which differs only on keys more than $w$ after
-//! the query.
+//! pass; the reference merges on $|i - j| < w$, which differs only on keys $w$ or more positions
+//! after the query.
 //!
 //! [`ReRope::scores`] is the two-pass form, [`ReRope::scores_by_position_map`] rotates every pair
 //! by its $d_{ij}$ ([`ReRope::position`]) one at a time. Derived step by step, checked and

@@ -308,8 +308,10 @@ impl RopeScaling {
     /// Checks every parameter.
     ///
     /// # Errors
-    /// A factor that is not positive and finite, a zero original length, $\beta_{fast} \le
-    /// \beta_{slow}$, low/high frequency factors out of order.
+    /// A factor that is not positive and finite, a zero original length, $\beta_{slow}$ not
+    /// positive and finite or $\beta_{fast} \le \beta_{slow}$, an `mscale`, `mscale_all_dim` or
+    /// attention factor that is not positive, a low frequency factor that is not positive, low/high
+    /// frequency factors out of order.
     pub fn validate(&self) -> Result<()> {
         let factor_ok =
             |f: f64| ensure(f.is_finite() && f > 0.0, "factor", f, "a finite number > 0");
@@ -385,7 +387,8 @@ impl RopeScaling {
 pub struct RopeFrequencies {
     /// $\theta_i$ after scaling, `d/2` values.
     pub inv_freq: Vec<f32>,
-    /// Multiplies cos and sin (YaRN's $0.1 \ln s + 1$; else 1).
+    /// Multiplies cos and sin: YaRN's factor ([`RopeScaling::attention_factor`]: $0.1 \ln s + 1$
+    /// unless given), LongRoPE's $\sqrt{1 + \ln s / \ln L}$, else 1.
     pub attention_factor: f32,
 }
 

@@ -99,8 +99,8 @@ const fn deepseek(mut f: Family) -> Family {
 /// The families, by `model_type`.
 pub(crate) const FAMILIES: &[Family] = &[
     family(&["llama"], 2048),
-    family(&["mistral", "ministral"], 4096),
-    theta(family(&["mixtral"], 4096), 1_000_000.0),
+    family(&["mistral", "ministral"], 131_072),
+    theta(family(&["mixtral"], 131_072), 1_000_000.0),
     family(&["qwen2", "qwen2_moe", "qwen3_moe"], 32_768),
     head(family(&["qwen3"], 32_768), 128),
     family(&["olmo", "olmo2"], 2048),
@@ -122,7 +122,7 @@ pub(crate) const FAMILIES: &[Family] = &[
     partial(family(&["phi"], 2048), 0.5),
     partial(family(&["gpt_neox"], 2048), 0.25),
     partial(family(&["stablelm"], 4096), 0.25),
-    partial(family(&["persimmon"], 16_384), 0.5),
+    theta(partial(family(&["persimmon"], 16_384), 0.5), 25_000.0),
     partial(family(&["nemotron"], 4096), 0.5),
     deepseek(family(&["deepseek_v2"], 2048)),
     head(deepseek(family(&["deepseek_v3"], 4096)), 64),

@@ -137,6 +137,30 @@ fn missing_keys_take_the_model_types_defaults_and_say_so() {
         .defaults
         .iter()
         .any(|d| d.starts_with("max_position_embeddings = 2048")));
+    // MistralConfig, MinistralConfig and MixtralConfig: 4096 * 32; PersimmonConfig: base 25000
+    for model_type in ["mistral", "ministral", "mixtral"] {
+        let m = read(json!({"model_type": model_type, "hidden_size": 256,
+                            "num_attention_heads": 4, "rope_theta": 1e6}))
+        .unwrap();
+        assert!(
+            m.defaults
+                .iter()
+                .any(|d| d.starts_with("max_position_embeddings = 131072")),
+            "{model_type}: {:?}",
+            m.defaults
+        );
+    }
+    let persimmon = read(json!({"model_type": "persimmon", "hidden_size": 256,
+                                "num_attention_heads": 4, "max_position_embeddings": 16384}))
+    .unwrap();
+    assert!(
+        persimmon
+            .defaults
+            .iter()
+            .any(|d| d.starts_with("rope_theta = 25000")),
+        "{:?}",
+        persimmon.defaults
+    );
     // Phi-3's old name for LongRoPE
     let phi = read(
         json!({"model_type": "phi3", "hidden_size": 64, "num_attention_heads": 2,
