@@ -154,16 +154,28 @@ where
             found: format!("{:?}", b.shape()),
         });
     }
-    Ok(a.iter().zip(b.iter()).fold(0.0, |worst, (&x, &y)| {
+    Ok(largest(a.iter().zip(b.iter()), |x, y| (x - y).abs()))
+}
+
+/// The largest `error(x, y)` over pairs converted to `f64`: equal values (infinities too) give 0
+/// without calling `error`, and a NaN anywhere gives NaN.
+fn largest<'a, A, B>(
+    pairs: impl Iterator<Item = (&'a A, &'a B)>,
+    error: impl Fn(f64, f64) -> f64,
+) -> f64
+where
+    A: ToF64 + Copy + 'a,
+    B: ToF64 + Copy + 'a,
+{
+    pairs.fold(0.0, |worst, (&x, &y)| {
         let (x, y) = (x.to_f64(), y.to_f64());
-        // equal values (infinities too) differ by 0; NaN propagates
-        let diff = if x == y { 0.0 } else { (x - y).abs() };
-        if diff.is_nan() || worst.is_nan() {
+        let err = if x == y { 0.0 } else { error(x, y) };
+        if err.is_nan() || worst.is_nan() {
             f64::NAN
         } else {
-            worst.max(diff)
+            worst.max(err)
         }
-    }))
+    })
 }
 
 /// The largest relative error `|a_i / b_i - 1| = |a_i - b_i| / |b_i|` of the values `ours`
@@ -196,14 +208,8 @@ where
             found: ours.len().to_string(),
         });
     }
-    Ok(ours.iter().zip(reference).fold(0.0, |worst, (&x, &y)| {
-        let (x, y) = (x.to_f64(), y.to_f64());
-        let rel = if x == y { 0.0 } else { (x - y).abs() / y.abs() };
-        if rel.is_nan() || worst.is_nan() {
-            f64::NAN
-        } else {
-            worst.max(rel)
-        }
+    Ok(largest(ours.iter().zip(reference), |x, y| {
+        (x - y).abs() / y.abs()
     }))
 }
 
